@@ -1,0 +1,32 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "plan_options.hpp"
+
+namespace tfpin::cli {
+
+// Exit codes: the program's own for `run`; these for tfpin itself.
+inline constexpr int exit_usage = 2;      // bad arguments, impossible plan
+inline constexpr int exit_failure = 1;    // the system refused (binding, topology)
+inline constexpr int exit_cannot_exec = 126;
+inline constexpr int exit_not_found = 127;
+
+struct ShowCommand {
+  PlanOptions plan;
+  std::string topology;
+  bool json = false;
+  int operator()() const;
+};
+
+struct RunCommand {
+  PlanOptions plan;
+  bool verbose = false;
+  bool enforce = false;
+  std::vector<std::string> program;
+  int operator()() const;
+};
+
+}  // namespace tfpin::cli

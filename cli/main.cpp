@@ -1,0 +1,82 @@
+// `tfpin`: show the plan for this machine (or another one), run a program under a plan.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <exception>
+#include <string_view>
+
+#include "commands.hpp"
+#include "tfpin/error.hpp"
+
+#ifndef TFPIN_VERSION
+#define TFPIN_VERSION "unknown"
+#endif
+
+int main(int argc, char** argv) {
+  using namespace tfpin::cli;
+  CLI::App app{"tfpin: pin deep-learning threads to the cores a job was given"};
+  app.set_version_flag("--version", TFPIN_VERSION);
+  app.require_subcommand(1);
+
+  ShowCommand show;
+  CLI::App* show_app = app.add_subcommand("show", "print the plan and environment (a dry run)");
+  show.plan.add_to(*show_app);
+  show_app->add_option("--topology", show.topology,
+                       "another machine: an hwloc XML file or synthetic description, e.g. "
+                       "\"package:2 numa:1 core:18 pu:2\" (default: this host)")
+      ->type_name("DESC|FILE");
+  show_app->add_flag("--json", show.json, "machine-readable output");
+
+  RunCommand run;
+  CLI::App* run_app =
+      app.add_subcommand("run", "bind, set memory policy and environment, then exec PROGRAM");
+  run.plan.add_to(*run_app);
+  run_app->add_flag("-v,--verbose", run.verbose, "print the plan to stderr before running");
+  run_app->add_flag("--enforce", run.enforce,
+                    "overwrite thread variables the user already set (default: the user's win)");
+  run_app->add_option("program", run.program, "the program and its arguments (after --)")
+      ->type_name("PROGRAM [ARGS...]");
+  // Everything from the program name on belongs to the program, options included.
+  run_app->prefix_command();
+
+  // Everything after the first "--" is the program's, verbatim; CLI11 sees only what comes before.
+  int tfpin_argc = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      tfpin_argc = i;
+      run.program.assign(argv + i + 1, argv + argc);
+      break;
+    }
+  }
+
+  try {
+    app.parse(tfpin_argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "tfpin: {}\nRun 'tfpin --help' (or 'tfpin SUBCOMMAND --help') for usage.\n",
+               e.what());
+    return exit_usage;
+  }
+
+  try {
+    if (*show_app) return show();
+    // Without "--", prefix_command leaves the program's arguments after its name unparsed.
+    for (std::string& arg : run_app->remaining()) run.program.push_back(std::move(arg));
+    if (run.program.empty()) {
+      fmt::print(stderr, "tfpin run: no program given; usage: tfpin run [OPTIONS] -- PROGRAM [ARGS...]\n");
+      return exit_usage;
+    }
+    return run();
+  } catch (const tfpin::Error& e) {
+    fmt::print(stderr, "tfpin: {}\n", e.what());
+    return e.kind() == tfpin::ErrorKind::invalid_request ? exit_usage : exit_failure;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "tfpin: internal error: {}\n", e.what());
+    return exit_failure;
+  }
+}

@@ -1,0 +1,55 @@
+// The environment a task gets from its plan: thread counts for every runtime, wait policies, and the
+// TFPIN_* hand-over that the shim (and the engine) decode. README "Environment" explains each value.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tfpin/placement.hpp"
+
+namespace tfpin {
+
+struct EnvironmentPolicy {
+  unsigned blocktime_ms = 1;           // KMP_BLOCKTIME; 0 = sleep at once (PASSIVE)
+  bool tf_intra_is_all_threads = false;  // TF_NUM_INTRAOP_THREADS = N (thread-pool builds) instead of intra
+};
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+  std::string reason;      // one line, for `tfpin show` and the README
+  bool handover = false;   // TFPIN_* plan: always overwritten, user values never win
+};
+
+std::vector<EnvVar> environment_for(const Plan& plan, const EnvironmentPolicy& policy);
+
+// What export did with one variable.
+struct EnvOutcome {
+  std::string name;
+  std::string value;         // the value the task ends up with
+  bool kept_user = false;    // the user's own value was kept (not enforced)
+};
+
+// Exports `vars` through `set`, consulting `get` for values the user already has: those win unless
+// `enforce`, except the TFPIN_* hand-over which always reflects the plan.
+using EnvGetter = std::function<std::optional<std::string>(const std::string&)>;
+using EnvSetter = std::function<void(const std::string&, const std::string&)>;
+std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
+                                           const EnvGetter& get, const EnvSetter& set);
+
+// The plan as TFPIN_* variables, and back. decode returns nullopt when no plan is present
+// (no TFPIN_CPUS) and throws tfpin::Error when one is present but inconsistent.
+std::vector<EnvVar> encode_plan(const Plan& plan);
+std::optional<Plan> decode_plan(const EnvGetter& get);
+
+// Names of the hand-over variables.
+inline constexpr std::string_view env_cpus = "TFPIN_CPUS";
+inline constexpr std::string_view env_threads = "TFPIN_THREADS";
+inline constexpr std::string_view env_interop = "TFPIN_INTEROP";
+inline constexpr std::string_view env_intra = "TFPIN_INTRA";
+inline constexpr std::string_view env_lane_numa = "TFPIN_LANE_NUMA";
+
+}  // namespace tfpin

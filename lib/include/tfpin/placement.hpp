@@ -1,0 +1,74 @@
+// Placement policy: which cores each inter-op lane of a task uses, where its memory lives.
+//
+// Rules (README "Placement"): threads N = interop M x intra; N must be a positive multiple of M that
+// fits the allowed cores; a lane never straddles a NUMA node when it can fit in one; lanes are spread
+// over NUMA nodes (then packages) before a node gets a second lane; cores inside a lane are compact
+// in hwloc's logical order.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tfpin/topology.hpp"
+
+namespace tfpin {
+
+enum class HyperthreadPolicy {
+  one_per_core,  // one thread per physical core (KMP_HW_SUBSET=1T, --hint=nomultithread)
+  all,           // every allowed hardware thread counts as a slot
+};
+
+// How the user spelled the two options, so errors name what they typed (--threads vs --tf-threads).
+struct OptionNames {
+  std::string threads = "--threads";
+  std::string interop = "--interop";
+};
+
+struct PlacementRequest {
+  std::optional<unsigned> threads;  // N; unset = one per usable core (or hardware thread)
+  unsigned interop = 1;             // M
+  HyperthreadPolicy hyperthreads = HyperthreadPolicy::one_per_core;
+  std::optional<std::vector<unsigned>> allowed;  // OS PU indices; unset = every online PU
+  bool clamp = false;  // N larger than what is allowed: shrink to fit (with a warning) instead of failing
+  OptionNames names;
+};
+
+enum class MemoryPolicyKind {
+  local,  // first touch: the default, right when lanes sit on several nodes and touch their own data
+  bind,   // allocate only on `nodes`: the whole task sits on one node of a multi-node machine
+};
+
+struct MemoryPolicy {
+  MemoryPolicyKind kind = MemoryPolicyKind::local;
+  std::vector<unsigned> nodes;  // OS NUMA indices
+};
+
+struct Lane {
+  std::vector<unsigned> cpus;        // OS PU indices, compact order
+  unsigned numa = 0;                 // OS index of the node holding most of the lane's cpus
+  std::vector<unsigned> numa_nodes;  // every node the lane touches (more than one = it straddles)
+};
+
+struct Plan {
+  unsigned threads = 0;
+  unsigned interop = 0;
+  unsigned intra = 0;
+  HyperthreadPolicy hyperthreads = HyperthreadPolicy::one_per_core;
+  std::vector<Lane> lanes;
+  MemoryPolicy memory;
+  std::vector<unsigned> allowed;      // the usable allowed PUs the plan was computed from
+  std::vector<std::string> warnings;  // clamping, ignored offline CPUs
+
+  // All lanes' cpus, lane after lane (the order TFPIN_CPUS carries).
+  [[nodiscard]] std::vector<unsigned> cpus() const;
+};
+
+// Throws tfpin::Error(invalid_request) with a message naming the option, the value and the valid
+// choices when the request cannot be satisfied.
+Plan compute_plan(const Topology& topology, const PlacementRequest& request);
+
+const char* to_string(HyperthreadPolicy policy);
+const char* to_string(MemoryPolicyKind kind);
+
+}  // namespace tfpin

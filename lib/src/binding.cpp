@@ -1,0 +1,57 @@
+#include "tfpin/binding.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <numa.h>
+#include <numaif.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "tfpin/cpulist.hpp"
+#include "tfpin/error.hpp"
+
+namespace tfpin {
+
+void bind_current_process(std::span<const unsigned> cpus) {
+  if (cpus.empty()) throw Error(ErrorKind::system, "cannot bind to an empty CPU set");
+  const unsigned highest = *std::max_element(cpus.begin(), cpus.end());
+  const int ncpus = static_cast<int>(highest) + 1;
+  auto free_set = [](cpu_set_t* s) { CPU_FREE(s); };
+  std::unique_ptr<cpu_set_t, decltype(free_set)> set(CPU_ALLOC(ncpus), free_set);
+  const std::size_t size = CPU_ALLOC_SIZE(ncpus);
+  CPU_ZERO_S(size, set.get());
+  for (unsigned cpu : cpus) CPU_SET_S(cpu, size, set.get());
+  if (sched_setaffinity(0, size, set.get()) != 0) {
+    throw Error(ErrorKind::system, fmt::format("binding to CPUs {} failed: {}", format_cpulist(cpus),
+                                               std::strerror(errno)));
+  }
+}
+
+void apply_memory_policy(const MemoryPolicy& policy) {
+  if (numa_available() < 0) return;
+  if (policy.kind == MemoryPolicyKind::local || policy.nodes.empty()) {
+    if (set_mempolicy(MPOL_DEFAULT, nullptr, 0) != 0) {
+      throw Error(ErrorKind::system,
+                  fmt::format("resetting the memory policy failed: {}", std::strerror(errno)));
+    }
+    return;
+  }
+  std::unique_ptr<bitmask, void (*)(bitmask*)> nodes(numa_allocate_nodemask(), numa_bitmask_free);
+  for (unsigned node : policy.nodes) {
+    if (node >= nodes->size) {
+      throw Error(ErrorKind::system, fmt::format("NUMA node {} does not exist here", node));
+    }
+    numa_bitmask_setbit(nodes.get(), node);
+  }
+  // set_mempolicy rather than numa_set_membind: it reports failure instead of printing it.
+  if (set_mempolicy(MPOL_BIND, nodes->maskp, nodes->size + 1) != 0) {
+    throw Error(ErrorKind::system, fmt::format("binding memory to NUMA nodes {} failed: {}",
+                                               fmt::join(policy.nodes, ","), std::strerror(errno)));
+  }
+}
+
+}  // namespace tfpin

@@ -1,0 +1,134 @@
+#include "tfpin/environment.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "tfpin/cpulist.hpp"
+#include "tfpin/error.hpp"
+#include "tfpin/options.hpp"
+
+namespace tfpin {
+namespace {
+
+// libgomp spins GOMP_SPINCOUNT times before sleeping; one spin (a pause instruction plus a load)
+// takes roughly 10-50 ns on current x86, so this many spins is about one millisecond.
+constexpr unsigned long gomp_spins_per_ms = 40000;
+
+}  // namespace
+
+std::vector<EnvVar> environment_for(const Plan& plan, const EnvironmentPolicy& policy) {
+  const std::string intra = std::to_string(plan.intra);
+  const std::string blocktime = std::to_string(policy.blocktime_ms);
+  std::vector<EnvVar> vars = {
+      {"OMP_NUM_THREADS", intra, "OpenMP team of each inter-op lane = intra-op threads", false},
+      {"TF_NUM_INTRAOP_THREADS",
+       policy.tf_intra_is_all_threads ? std::to_string(plan.threads) : intra,
+       policy.tf_intra_is_all_threads
+           ? "TensorFlow intra-op pool = all threads (site: thread-pool builds)"
+           : "TensorFlow intra-op pool = intra, never oversubscribes OpenMP builds (NeSI)",
+       false},
+      {"TF_NUM_INTEROP_THREADS", std::to_string(plan.interop),
+       "TensorFlow inter-op pool = inter-op lanes", false},
+      {"MKL_NUM_THREADS", intra, "MKL calls run inside one lane", false},
+      {"OPENBLAS_NUM_THREADS", intra, "OpenBLAS pool sized to one lane, not the node", false},
+      {"KMP_BLOCKTIME", blocktime, "short spin after a parallel region (ms): idle lanes free cores",
+       false},
+      {"KMP_AFFINITY", "none",
+       "Intel OpenMP must not bind: binding the initial thread collapses later threads onto one "
+       "core; tfpin and its shim pin instead",
+       false},
+      {"OMP_PROC_BIND", "false",
+       "GNU/LLVM OpenMP must not bind the initial thread (same collapse); tfpin pins instead", false},
+      {"GOMP_SPINCOUNT", std::to_string(policy.blocktime_ms * gomp_spins_per_ms),
+       "GNU OpenMP spin before sleeping, the KMP_BLOCKTIME equivalent", false},
+  };
+  if (plan.hyperthreads == HyperthreadPolicy::one_per_core) {
+    vars.push_back({"KMP_HW_SUBSET", "1T", "Intel OpenMP: one hardware thread per core", false});
+  }
+  if (policy.blocktime_ms == 0) {
+    vars.push_back({"OMP_WAIT_POLICY", "PASSIVE", "blocktime 0: OpenMP threads sleep at once", false});
+  }
+  for (EnvVar& var : encode_plan(plan)) vars.push_back(std::move(var));
+  return vars;
+}
+
+std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
+                                           const EnvGetter& get, const EnvSetter& set) {
+  std::vector<EnvOutcome> outcomes;
+  outcomes.reserve(vars.size());
+  for (const EnvVar& var : vars) {
+    if (!var.handover && !enforce) {
+      if (auto existing = get(var.name)) {
+        outcomes.push_back({var.name, *existing, true});
+        continue;
+      }
+    }
+    set(var.name, var.value);
+    outcomes.push_back({var.name, var.value, false});
+  }
+  return outcomes;
+}
+
+std::vector<EnvVar> encode_plan(const Plan& plan) {
+  std::vector<unsigned> lane_numa;
+  for (const Lane& lane : plan.lanes) lane_numa.push_back(lane.numa);
+  return {
+      {std::string(env_cpus), format_cpulist(plan.cpus()),
+       "plan for the shim: the task's cpus, lane after lane", true},
+      {std::string(env_threads), std::to_string(plan.threads), "plan: compute threads (N)", true},
+      {std::string(env_interop), std::to_string(plan.interop), "plan: inter-op lanes (M)", true},
+      {std::string(env_intra), std::to_string(plan.intra), "plan: threads per lane (N/M)", true},
+      {std::string(env_lane_numa), fmt::format("{}", fmt::join(lane_numa, ",")),
+       "plan: NUMA node of each lane", true},
+  };
+}
+
+std::optional<Plan> decode_plan(const EnvGetter& get) {
+  const auto cpus_text = get(std::string(env_cpus));
+  if (!cpus_text) return std::nullopt;
+  auto required = [&](std::string_view name) {
+    const auto text = get(std::string(name));
+    if (!text) {
+      throw Error(ErrorKind::invalid_request,
+                  fmt::format("{} is set but {} is missing: the plan is incomplete", env_cpus, name));
+    }
+    return parse_count(name, *text);
+  };
+  Plan plan;
+  const std::vector<unsigned> cpus = parse_cpulist(*cpus_text, env_cpus);
+  plan.interop = required(env_interop);
+  plan.intra = required(env_intra);
+  plan.threads = plan.interop * plan.intra;
+  if (cpus.size() != plan.threads) {
+    throw Error(ErrorKind::invalid_request,
+                fmt::format("{}={} lists {} cpus but {}={} x {}={} needs {}", env_cpus, *cpus_text,
+                            cpus.size(), env_interop, plan.interop, env_intra, plan.intra,
+                            plan.threads));
+  }
+  if (const auto threads = get(std::string(env_threads));
+      threads && parse_count(env_threads, *threads) != plan.threads) {
+    throw Error(ErrorKind::invalid_request,
+                fmt::format("{}={} disagrees with {} x {} = {}", env_threads, *threads, env_interop,
+                            env_intra, plan.threads));
+  }
+  std::vector<unsigned> lane_numa(plan.interop, 0);
+  if (const auto text = get(std::string(env_lane_numa)); text && !text->empty()) {
+    lane_numa = parse_cpulist(*text, env_lane_numa, Duplicates::allow);
+    if (lane_numa.size() != plan.interop) {
+      throw Error(ErrorKind::invalid_request,
+                  fmt::format("{}={} names {} nodes for {} lanes", env_lane_numa, *text,
+                              lane_numa.size(), plan.interop));
+    }
+  }
+  for (unsigned i = 0; i < plan.interop; ++i) {
+    Lane lane;
+    lane.cpus.assign(cpus.begin() + i * plan.intra, cpus.begin() + (i + 1) * plan.intra);
+    lane.numa = lane_numa[i];
+    lane.numa_nodes = {lane.numa};
+    plan.lanes.push_back(std::move(lane));
+  }
+  plan.allowed = cpus;
+  return plan;
+}
+
+}  // namespace tfpin

@@ -1,0 +1,171 @@
+#include "tfpin/topology.hpp"
+
+#include <fmt/format.h>
+#include <hwloc.h>
+#include <sched.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "tfpin/error.hpp"
+
+namespace tfpin {
+namespace {
+
+struct TopologyDeleter {
+  void operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
+};
+using TopologyHandle = std::unique_ptr<hwloc_topology, TopologyDeleter>;
+
+struct BitmapDeleter {
+  void operator()(hwloc_bitmap_s* b) const { hwloc_bitmap_free(b); }
+};
+using BitmapHandle = std::unique_ptr<hwloc_bitmap_s, BitmapDeleter>;
+
+[[noreturn]] void fail(const std::string& what) {
+  throw Error(ErrorKind::topology, what);
+}
+
+TopologyHandle make_topology() {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) fail("hwloc_topology_init failed");
+  TopologyHandle topo(raw);
+  // Placement decides from the whole machine; the allowed set is applied separately, so a cgroup
+  // (Slurm's task cpuset) must not hide cores from the description.
+  hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  return topo;
+}
+
+// High-bandwidth memory (KNL MCDRAM, HBM) is never a core's "local" default node.
+bool is_special_memory(hwloc_obj_t numa) {
+  return numa->subtype != nullptr &&
+         (std::strcmp(numa->subtype, "MCDRAM") == 0 || std::strcmp(numa->subtype, "HBM") == 0);
+}
+
+unsigned local_numa_of(hwloc_topology_t topo, hwloc_obj_t core) {
+  hwloc_obj_t fallback = nullptr;
+  for (hwloc_obj_t numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr);
+       numa != nullptr; numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, numa)) {
+    if (!hwloc_bitmap_isincluded(core->cpuset, numa->cpuset)) continue;
+    if (!is_special_memory(numa)) return numa->os_index;
+    if (fallback == nullptr) fallback = numa;
+  }
+  return fallback != nullptr ? fallback->os_index : 0;
+}
+
+Topology from_hwloc(hwloc_topology_t topo, std::string source) {
+  std::vector<Core> cores;
+  hwloc_const_bitmap_t online = hwloc_topology_get_topology_cpuset(topo);
+  const int core_count = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+  // Some machines (and VMs) report no cores; each PU is then its own core.
+  const hwloc_obj_type_t unit = core_count > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+  for (hwloc_obj_t obj = hwloc_get_next_obj_by_type(topo, unit, nullptr); obj != nullptr;
+       obj = hwloc_get_next_obj_by_type(topo, unit, obj)) {
+    Core core;
+    core.index = obj->logical_index;
+    hwloc_obj_t package = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, obj);
+    core.package = package != nullptr ? package->logical_index : 0;
+    core.numa = local_numa_of(topo, obj);
+    for (hwloc_obj_t pu = hwloc_get_next_obj_inside_cpuset_by_type(topo, obj->cpuset, HWLOC_OBJ_PU,
+                                                                    nullptr);
+         pu != nullptr;
+         pu = hwloc_get_next_obj_inside_cpuset_by_type(topo, obj->cpuset, HWLOC_OBJ_PU, pu)) {
+      if (hwloc_bitmap_isset(online, pu->os_index)) core.pus.push_back(pu->os_index);
+    }
+    if (!core.pus.empty()) cores.push_back(std::move(core));
+  }
+  if (cores.empty()) fail(fmt::format("{}: the topology has no online processing units", source));
+
+  std::vector<NumaNode> numa_nodes;
+  for (hwloc_obj_t numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr);
+       numa != nullptr; numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, numa)) {
+    numa_nodes.push_back({numa->os_index, numa->attr != nullptr ? numa->attr->numanode.local_memory : 0});
+  }
+  const int packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+  return Topology(std::move(cores), std::move(numa_nodes), packages > 0 ? unsigned(packages) : 1U,
+                  std::move(source));
+}
+
+}  // namespace
+
+Topology::Topology(std::vector<Core> cores, std::vector<NumaNode> numa_nodes, unsigned package_count,
+                   std::string source)
+    : cores_(std::move(cores)),
+      numa_nodes_(std::move(numa_nodes)),
+      package_count_(package_count == 0 ? 1 : package_count),
+      source_(std::move(source)) {
+  if (numa_nodes_.empty()) numa_nodes_.push_back({0, 0});
+}
+
+std::size_t Topology::pu_count() const {
+  std::size_t n = 0;
+  for (const auto& core : cores_) n += core.pus.size();
+  return n;
+}
+
+Topology Topology::host() {
+  TopologyHandle topo = make_topology();
+  if (hwloc_topology_load(topo.get()) != 0) {
+    fail(fmt::format("hwloc could not load this machine's topology: {}", std::strerror(errno)));
+  }
+  return from_hwloc(topo.get(), "host");
+}
+
+Topology Topology::synthetic(const std::string& description) {
+  TopologyHandle topo = make_topology();
+  if (hwloc_topology_set_synthetic(topo.get(), description.c_str()) != 0) {
+    fail(fmt::format(
+        "--topology '{}' is neither an existing XML file nor a valid hwloc synthetic description "
+        "(example: \"package:2 numa:1 core:18 pu:2\")",
+        description));
+  }
+  if (hwloc_topology_load(topo.get()) != 0) {
+    fail(fmt::format("hwloc could not load synthetic topology '{}'", description));
+  }
+  Topology result = from_hwloc(topo.get(), "synthetic:" + description);
+  result.synthetic_ = description;
+  return result;
+}
+
+Topology Topology::xml_file(const std::string& path) {
+  TopologyHandle topo = make_topology();
+  if (hwloc_topology_set_xml(topo.get(), path.c_str()) != 0 || hwloc_topology_load(topo.get()) != 0) {
+    fail(fmt::format("--topology '{}': not a readable hwloc XML topology (lstopo --of xml makes one)",
+                     path));
+  }
+  return from_hwloc(topo.get(), "xml:" + path);
+}
+
+Topology Topology::load(std::string_view spec) {
+  if (spec.empty() || spec == "host") return host();
+  const std::string text(spec);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(text, ec)) return xml_file(text);
+  return synthetic(text);
+}
+
+std::vector<unsigned> current_affinity() {
+  // Sized dynamically: machines with more than CPU_SETSIZE (1024) CPUs exist.
+  for (int ncpus = 1024; ncpus <= (1 << 20); ncpus *= 4) {
+    cpu_set_t* set = CPU_ALLOC(ncpus);
+    const std::size_t size = CPU_ALLOC_SIZE(ncpus);
+    if (sched_getaffinity(0, size, set) == 0) {
+      std::vector<unsigned> cpus;
+      for (int cpu = 0; cpu < ncpus; ++cpu) {
+        if (CPU_ISSET_S(cpu, size, set)) cpus.push_back(unsigned(cpu));
+      }
+      CPU_FREE(set);
+      return cpus;
+    }
+    const int err = errno;
+    CPU_FREE(set);
+    if (err != EINVAL) {
+      throw Error(ErrorKind::system, fmt::format("sched_getaffinity failed: {}", std::strerror(err)));
+    }
+  }
+  throw Error(ErrorKind::system, "sched_getaffinity failed: CPU mask too large");
+}
+
+}  // namespace tfpin

@@ -1,0 +1,175 @@
+#!/usr/bin/python3
+"""`tfpin show` and `tfpin run` on this host, checked through /proc (what the kernel says the child
+got), against what `tfpin show --json` predicted."""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+TFPIN = os.environ.get("TFPIN_EXE", "tfpin")
+FIXTURES = os.environ.get("TFPIN_FIXTURE_DIR", os.path.join(os.path.dirname(__file__), "..", "fixtures"))
+
+# A child that prints what the kernel and its environment say about it.
+PROBE = ("grep -E '^(Cpus_allowed_list|Mems_allowed_list)' /proc/self/status; "
+         "env | grep -E '^(OMP_|KMP_|TF_|MKL_|OPENBLAS_|GOMP_|TFPIN_)' | sort")
+
+
+def tfpin(*args, env=None):
+    full_env = dict(os.environ)
+    for name in list(full_env):
+        if name.startswith(("TFPIN_THREADS", "TFPIN_INTEROP")):
+            del full_env[name]  # an outer plan must not leak into these tests
+    full_env.update(env or {})
+    return subprocess.run([TFPIN, *args], capture_output=True, text=True, env=full_env, timeout=60)
+
+
+def show_json(*args, env=None):
+    proc = tfpin("show", "--json", *args, env=env)
+    if proc.returncode != 0:
+        raise AssertionError(f"tfpin show failed: {proc.stderr}")
+    return json.loads(proc.stdout)
+
+
+def parse_probe(text):
+    status, env = {}, {}
+    for line in text.splitlines():
+        if ":\t" in line:
+            key, value = line.split(":\t", 1)
+            status[key] = value.strip()
+        elif "=" in line:
+            key, value = line.split("=", 1)
+            env[key] = value
+    return status, env
+
+
+def cpulist(text):
+    cpus = []
+    for item in text.split(","):
+        lo, _, hi = item.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+class Show(unittest.TestCase):
+    def test_host_plan_uses_every_allowed_core(self):
+        plan = show_json()
+        allowed = sorted(os.sched_getaffinity(0))
+        self.assertEqual(plan["threads"], len(allowed))
+        self.assertEqual(plan["interop"], 1)
+        self.assertEqual(sorted(plan["lanes"][0]["cpus"]), allowed)
+        for key in ("threads", "interop", "intra", "lanes", "env"):
+            self.assertIn(key, plan)
+
+    def test_other_machine_dry_run(self):
+        plan = show_json("--topology", os.path.join(FIXTURES, "broadwell-2x18-ht.xml"),
+                         "--threads", "36", "--interop", "2")
+        self.assertEqual([lane["cpus"] for lane in plan["lanes"]],
+                         [list(range(0, 18)), list(range(18, 36))])
+        self.assertEqual([lane["numa"] for lane in plan["lanes"]], [0, 1])
+        self.assertEqual(plan["env"]["OMP_NUM_THREADS"], "18")
+        self.assertEqual(plan["env"]["TF_NUM_INTEROP_THREADS"], "2")
+
+    def test_synthetic_description_and_cpuset(self):
+        plan = show_json("--topology", "package:1 numa:1 core:16 pu:1", "--cpuset", "0-3,8-11",
+                         "--interop", "2")
+        self.assertEqual([lane["cpus"] for lane in plan["lanes"]], [[0, 1, 2, 3], [8, 9, 10, 11]])
+
+    def test_text_output_names_lanes(self):
+        proc = tfpin("show", "--topology", "package:2 numa:1 core:4 pu:1", "--interop", "2")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("lane 0    cpus 0-3  NUMA 0", proc.stdout)
+        self.assertIn("OMP_NUM_THREADS=4", proc.stdout)
+
+    def test_options_from_environment_command_line_wins(self):
+        topo = ("--topology", "package:1 numa:1 core:8 pu:1")
+        self.assertEqual(show_json(*topo, env={"TFPIN_THREADS": "4"})["threads"], 4)
+        self.assertEqual(show_json(*topo, "--threads", "2", env={"TFPIN_THREADS": "4"})["threads"], 2)
+        self.assertEqual(show_json(*topo, env={"TFPIN_INTEROP": "2"})["interop"], 2)
+
+
+class Run(unittest.TestCase):
+    def run_probe(self, *args, env=None):
+        proc = tfpin("run", *args, "--", "sh", "-c", PROBE, env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return parse_probe(proc.stdout)
+
+    def test_child_gets_what_show_predicted(self):
+        for threads in sorted({1, len(os.sched_getaffinity(0))}):
+            with self.subTest(threads=threads):
+                plan = show_json("--threads", str(threads))
+                status, env = self.run_probe("--threads", str(threads))
+                predicted = [cpu for lane in plan["lanes"] for cpu in lane["cpus"]]
+                self.assertEqual(sorted(cpulist(status["Cpus_allowed_list"])), sorted(predicted))
+                for name, value in plan["env"].items():
+                    self.assertEqual(env.get(name), value, name)
+
+    def test_user_values_win_unless_enforced(self):
+        _, env = self.run_probe("--threads", "1", env={"OMP_NUM_THREADS": "64"})
+        self.assertEqual(env["OMP_NUM_THREADS"], "64")
+        self.assertEqual(env["TFPIN_THREADS"], "1")
+        _, env = self.run_probe("--threads", "1", "--enforce", env={"OMP_NUM_THREADS": "64"})
+        self.assertEqual(env["OMP_NUM_THREADS"], "1")
+
+    def test_exit_code_is_preserved(self):
+        self.assertEqual(tfpin("run", "--", "sh", "-c", "exit 7").returncode, 7)
+        self.assertEqual(tfpin("run", "true").returncode, 0)
+
+    def test_program_arguments_are_not_parsed_as_tfpin_options(self):
+        proc = tfpin("run", "--", "echo", "--threads", "abc")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.strip(), "--threads abc")
+
+    def test_missing_program_is_127(self):
+        proc = tfpin("run", "--", "/nonexistent/program")
+        self.assertEqual(proc.returncode, 127)
+        self.assertIn("/nonexistent/program", proc.stderr)
+
+
+class BadArguments(unittest.TestCase):
+    CASES = [
+        (["--threads", "abc"], "--threads=abc is not a whole number"),
+        (["--threads", "0"], "--threads=0 is too small"),
+        (["--threads=-1"], "--threads=-1 is not a whole number"),
+        (["--threads", "99999999999"], "--threads=99999999999 is too large"),
+        (["--interop", "3", "--threads", "8"], "--threads=8 is not a multiple of --interop=3"),
+        (["--threads", "4096"], "--threads=4096 is more than the"),
+        (["--cpuset", "0-x"], "--cpuset='0-x'"),
+        (["--blocktime", "-1"], "--blocktime=-1 is not a whole number"),
+    ]
+
+    def test_run_refuses_with_exit_2_and_a_message(self):
+        for args, message in self.CASES:
+            with self.subTest(args=args):
+                proc = tfpin("run", *args, "--", "true")
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertIn(message, proc.stderr)
+
+    def test_show_refuses_the_same_way(self):
+        for args, message in self.CASES:
+            with self.subTest(args=args):
+                proc = tfpin("show", *args)
+                self.assertEqual(proc.returncode, 2, proc.stderr)
+                self.assertIn(message, proc.stderr)
+
+    def test_no_program(self):
+        for args in (["run"], ["run", "--"], ["run", "--threads", "1"]):
+            with self.subTest(args=args):
+                proc = tfpin(*args)
+                self.assertEqual(proc.returncode, 2)
+                self.assertIn("program", proc.stderr)
+
+    def test_unknown_option_and_subcommand(self):
+        self.assertEqual(tfpin("show", "--bogus").returncode, 2)
+        self.assertEqual(tfpin("frobnicate").returncode, 2)
+        self.assertEqual(tfpin().returncode, 2)
+
+    def test_bad_topology(self):
+        proc = tfpin("show", "--topology", "not a machine")
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("'not a machine'", proc.stderr)
+
+
+if __name__ == "__main__":
+    result = unittest.main(verbosity=2, exit=False).result
+    sys.exit(0 if result.wasSuccessful() else 1)

@@ -1,0 +1,47 @@
+#include <gtest/gtest.h>
+
+#include "tfpin/cpulist.hpp"
+#include "tfpin/error.hpp"
+
+using tfpin::format_cpulist;
+using tfpin::parse_cpulist;
+
+TEST(Cpulist, ParsesRangesAndSingles) {
+  EXPECT_EQ(parse_cpulist("0-3,8,10-11"), (std::vector<unsigned>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(parse_cpulist("7"), (std::vector<unsigned>{7}));
+}
+
+TEST(Cpulist, KeepsOrderAsWritten) {
+  EXPECT_EQ(parse_cpulist("18-19,0-1"), (std::vector<unsigned>{18, 19, 0, 1}));
+  EXPECT_EQ(parse_cpulist("3-1"), (std::vector<unsigned>{3, 2, 1}));
+}
+
+TEST(Cpulist, FormatsRunsAndRoundTrips) {
+  const std::vector<unsigned> cpus{18, 19, 20, 21, 0, 1, 5, 7, 8, 9};
+  EXPECT_EQ(format_cpulist(cpus), "18-21,0,1,5,7-9");
+  EXPECT_EQ(parse_cpulist(format_cpulist(cpus)), cpus);
+  EXPECT_EQ(format_cpulist(std::vector<unsigned>{}), "");
+}
+
+TEST(Cpulist, RejectsMalformedText) {
+  for (const char* bad : {"", "a", "1-", "-1", "1,,2", "1-2-3", "0x3", " 1", "99999999999"}) {
+    EXPECT_THROW(parse_cpulist(bad, "--cpuset"), tfpin::Error) << "accepted '" << bad << "'";
+  }
+}
+
+TEST(Cpulist, RejectsDuplicatesUnlessAllowed) {
+  try {
+    parse_cpulist("0-3,2", "--cpuset");
+    FAIL() << "duplicate accepted";
+  } catch (const tfpin::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU 2 is listed twice"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--cpuset"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(parse_cpulist("0,0,1", "lanes", tfpin::Duplicates::allow),
+            (std::vector<unsigned>{0, 0, 1}));
+}
+
+TEST(Cpulist, RejectsIndicesAboveLimit) {
+  EXPECT_NO_THROW(parse_cpulist("65535"));
+  EXPECT_THROW(parse_cpulist("65536"), tfpin::Error);
+}

@@ -1,0 +1,113 @@
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "plan_checks.hpp"
+#include "tfpin/environment.hpp"
+#include "tfpin/error.hpp"
+
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+tfpin::EnvGetter getter(const Env& env) {
+  return [&env](const std::string& name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    return it == env.end() ? std::nullopt : std::optional(it->second);
+  };
+}
+
+Env as_map(const std::vector<tfpin::EnvVar>& vars) {
+  Env env;
+  for (const auto& var : vars) env[var.name] = var.value;
+  return env;
+}
+
+tfpin::Plan broadwell_plan(unsigned threads, unsigned interop) {
+  tfpin::PlacementRequest r;
+  r.threads = threads;
+  r.interop = interop;
+  return tfpin::compute_plan(tfpin::Topology::load(fixture("broadwell-2x18-ht.xml")), r);
+}
+
+}  // namespace
+
+TEST(Environment, ThreadCountsFollowThePlan) {
+  const Env env = as_map(tfpin::environment_for(broadwell_plan(36, 2), {}));
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "18");
+  EXPECT_EQ(env.at("TF_NUM_INTRAOP_THREADS"), "18");
+  EXPECT_EQ(env.at("TF_NUM_INTEROP_THREADS"), "2");
+  EXPECT_EQ(env.at("MKL_NUM_THREADS"), "18");
+  EXPECT_EQ(env.at("OPENBLAS_NUM_THREADS"), "18");
+  EXPECT_EQ(env.at("KMP_HW_SUBSET"), "1T");
+  EXPECT_EQ(env.at("KMP_BLOCKTIME"), "1");
+  EXPECT_EQ(env.at("TFPIN_CPUS"), "0-35");
+  EXPECT_EQ(env.at("TFPIN_LANE_NUMA"), "0,1");
+  EXPECT_FALSE(env.contains("OMP_WAIT_POLICY"));
+}
+
+TEST(Environment, NoVariableBindsTheInitialThread) {
+  const Env env = as_map(tfpin::environment_for(broadwell_plan(4, 1), {}));
+  // Any of these would pin the main thread to one core and every later thread with it.
+  EXPECT_EQ(env.at("KMP_AFFINITY"), "none");
+  EXPECT_EQ(env.at("OMP_PROC_BIND"), "false");
+  EXPECT_FALSE(env.contains("OMP_PLACES"));
+  EXPECT_FALSE(env.contains("GOMP_CPU_AFFINITY"));
+}
+
+TEST(Environment, SitePolicies) {
+  tfpin::EnvironmentPolicy policy;
+  policy.blocktime_ms = 0;
+  policy.tf_intra_is_all_threads = true;
+  const Env env = as_map(tfpin::environment_for(broadwell_plan(36, 2), policy));
+  EXPECT_EQ(env.at("TF_NUM_INTRAOP_THREADS"), "36");
+  EXPECT_EQ(env.at("KMP_BLOCKTIME"), "0");
+  EXPECT_EQ(env.at("GOMP_SPINCOUNT"), "0");
+  EXPECT_EQ(env.at("OMP_WAIT_POLICY"), "PASSIVE");
+}
+
+TEST(Environment, UserValuesWinUnlessEnforcedButTheHandoverAlwaysWins) {
+  const auto vars = tfpin::environment_for(broadwell_plan(8, 2), {});
+  Env env = {{"OMP_NUM_THREADS", "64"}, {"TFPIN_CPUS", "0-63"}};
+  auto set = [&env](const std::string& n, const std::string& v) { env[n] = v; };
+  const auto outcomes = tfpin::export_environment(vars, false, getter(env), set);
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "64");
+  EXPECT_EQ(env.at("TFPIN_CPUS"), "0-3,18-21");
+  const auto kept = std::count_if(outcomes.begin(), outcomes.end(), [](auto& o) { return o.kept_user; });
+  EXPECT_EQ(kept, 1);
+  tfpin::export_environment(vars, true, getter(env), set);
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4");
+}
+
+TEST(PlanCodec, RoundTrips) {
+  for (auto [threads, interop] : {std::pair{36U, 2U}, {8U, 4U}, {1U, 1U}, {36U, 36U}}) {
+    const tfpin::Plan plan = broadwell_plan(threads, interop);
+    const Env env = as_map(tfpin::encode_plan(plan));
+    const auto decoded = tfpin::decode_plan(getter(env));
+    ASSERT_TRUE(decoded.has_value());
+    EXPECT_EQ(decoded->threads, plan.threads);
+    EXPECT_EQ(decoded->interop, plan.interop);
+    EXPECT_EQ(decoded->intra, plan.intra);
+    ASSERT_EQ(decoded->lanes.size(), plan.lanes.size());
+    for (std::size_t i = 0; i < plan.lanes.size(); ++i) {
+      EXPECT_EQ(decoded->lanes[i].cpus, plan.lanes[i].cpus);
+      EXPECT_EQ(decoded->lanes[i].numa, plan.lanes[i].numa);
+    }
+  }
+}
+
+TEST(PlanCodec, AbsentPlanIsNotAnError) {
+  EXPECT_FALSE(tfpin::decode_plan(getter({})).has_value());
+}
+
+TEST(PlanCodec, InconsistentPlansAreRejected) {
+  const std::vector<Env> bad = {
+      {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}},                           // no intra
+      {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}, {"TFPIN_INTRA", "3"}},     // 4 != 6
+      {{"TFPIN_CPUS", "0-x"}, {"TFPIN_INTEROP", "1"}, {"TFPIN_INTRA", "2"}},     // syntax
+      {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}, {"TFPIN_INTRA", "2"}, {"TFPIN_THREADS", "8"}},
+      {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}, {"TFPIN_INTRA", "2"}, {"TFPIN_LANE_NUMA", "0"}},
+      {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "0"}, {"TFPIN_INTRA", "2"}},
+  };
+  for (const Env& env : bad) EXPECT_THROW(tfpin::decode_plan(getter(env)), tfpin::Error);
+}
