@@ -75,7 +75,6 @@ std::vector<EnvVar> encode_plan(const Plan& plan) {
   return {
       {std::string(env_cpus), format_cpulist(plan.cpus()),
        "plan for the shim: the task's cpus, lane after lane", true},
-      {std::string(env_threads), std::to_string(plan.threads), "plan: compute threads (N)", true},
       {std::string(env_interop), std::to_string(plan.interop), "plan: inter-op lanes (M)", true},
       {std::string(env_intra), std::to_string(plan.intra), "plan: threads per lane (N/M)", true},
       {std::string(env_lane_numa), fmt::format("{}", fmt::join(lane_numa, ",")),
@@ -104,12 +103,6 @@ std::optional<Plan> decode_plan(const EnvGetter& get) {
                 fmt::format("{}={} lists {} cpus but {}={} x {}={} needs {}", env_cpus, *cpus_text,
                             cpus.size(), env_interop, plan.interop, env_intra, plan.intra,
                             plan.threads));
-  }
-  if (const auto threads = get(std::string(env_threads));
-      threads && parse_count(env_threads, *threads) != plan.threads) {
-    throw Error(ErrorKind::invalid_request,
-                fmt::format("{}={} disagrees with {} x {} = {}", env_threads, *threads, env_interop,
-                            env_intra, plan.threads));
   }
   std::vector<unsigned> lane_numa(plan.interop, 0);
   if (const auto text = get(std::string(env_lane_numa)); text && !text->empty()) {

@@ -107,7 +107,8 @@ class Run(unittest.TestCase):
     def test_user_values_win_unless_enforced(self):
         _, env = self.run_probe("--threads", "1", env={"OMP_NUM_THREADS": "64"})
         self.assertEqual(env["OMP_NUM_THREADS"], "64")
-        self.assertEqual(env["TFPIN_THREADS"], "1")
+        self.assertEqual(env["TFPIN_INTRA"], "1")
+        self.assertNotIn("TFPIN_THREADS", env)
         _, env = self.run_probe("--threads", "1", "--enforce", env={"OMP_NUM_THREADS": "64"})
         self.assertEqual(env["OMP_NUM_THREADS"], "1")
 

@@ -44,6 +44,7 @@ TEST(Environment, ThreadCountsFollowThePlan) {
   EXPECT_EQ(env.at("TFPIN_CPUS"), "0-35");
   EXPECT_EQ(env.at("TFPIN_LANE_NUMA"), "0,1");
   EXPECT_FALSE(env.contains("OMP_WAIT_POLICY"));
+  EXPECT_FALSE(env.contains("TFPIN_THREADS"));  // a request variable, never handed over
 }
 
 TEST(Environment, NoVariableBindsTheInitialThread) {
@@ -105,7 +106,6 @@ TEST(PlanCodec, InconsistentPlansAreRejected) {
       {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}},                           // no intra
       {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}, {"TFPIN_INTRA", "3"}},     // 4 != 6
       {{"TFPIN_CPUS", "0-x"}, {"TFPIN_INTEROP", "1"}, {"TFPIN_INTRA", "2"}},     // syntax
-      {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}, {"TFPIN_INTRA", "2"}, {"TFPIN_THREADS", "8"}},
       {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}, {"TFPIN_INTRA", "2"}, {"TFPIN_LANE_NUMA", "0"}},
       {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "0"}, {"TFPIN_INTRA", "2"}},
   };

@@ -45,7 +45,9 @@ std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool
 std::vector<EnvVar> encode_plan(const Plan& plan);
 std::optional<Plan> decode_plan(const EnvGetter& get);
 
-// Names of the hand-over variables.
+// Names of the hand-over variables. TFPIN_THREADS is deliberately not among them: it is a request
+// (the option's environment form), and a step with fewer cores than its parent must not inherit the
+// parent's N as if the user had asked for it. The plan's N is TFPIN_INTEROP x TFPIN_INTRA.
 inline constexpr std::string_view env_cpus = "TFPIN_CPUS";
 inline constexpr std::string_view env_threads = "TFPIN_THREADS";
 inline constexpr std::string_view env_interop = "TFPIN_INTEROP";
