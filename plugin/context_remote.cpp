@@ -1,0 +1,143 @@
+// Remote context: slurmstepd, in each task's process after fork and before exec (batch step too).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "contexts.hpp"
+#include "tfpin/binding.hpp"
+#include "tfpin/error.hpp"
+#include "tfpin/report.hpp"
+
+#ifndef TFPIN_SHIM_PATH
+#define TFPIN_SHIM_PATH ""
+#endif
+
+namespace tfpin::plugin {
+namespace {
+
+std::optional<std::string> task_getenv(spank_t spank, const std::string& name) {
+  std::vector<char> buffer(4096);
+  while (true) {
+    const spank_err_t rc =
+        spank_getenv(spank, name.c_str(), buffer.data(), static_cast<int>(buffer.size()));
+    if (rc == ESPANK_SUCCESS) return std::string(buffer.data());
+    if (rc != ESPANK_NOSPACE || buffer.size() >= (1U << 20)) return std::nullopt;
+    buffer.resize(buffer.size() * 4);
+  }
+}
+
+void task_setenv(spank_t spank, const std::string& name, const std::string& value) {
+  if (spank_setenv(spank, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS) {
+    throw Error(ErrorKind::system, fmt::format("could not set {} in the task environment", name));
+  }
+}
+
+std::string task_label(spank_t spank) {
+  uint32_t job = 0;
+  uint32_t step = 0;
+  uint32_t task = 0;
+  spank_get_item(spank, S_JOB_ID, &job);
+  spank_get_item(spank, S_JOB_STEPID, &step);
+  spank_get_item(spank, S_TASK_GLOBAL_ID, &task);
+  return fmt::format("job {} step {} task {}", job, step, task);
+}
+
+// Prepends the shim to LD_PRELOAD, keeping what the user preloads (and not adding it twice).
+void preload_shim(spank_t spank, const SiteConfig& site) {
+  const std::string shim = site.shim_path.empty() ? TFPIN_SHIM_PATH : site.shim_path;
+  std::error_code ec;
+  if (shim.empty() || !std::filesystem::is_regular_file(shim, ec)) {
+    report_warning(fmt::format("shim {} not found; threads are not enforced inside the program",
+                               shim.empty() ? "(no path configured)" : shim));
+    return;
+  }
+  const std::string existing = task_getenv(spank, "LD_PRELOAD").value_or("");
+  if (existing.find(shim) != std::string::npos) return;
+  task_setenv(spank, "LD_PRELOAD", existing.empty() ? shim : shim + ":" + existing);
+}
+
+}  // namespace
+
+void report_error(const std::string& message) {
+  // slurm_error reaches the user in sbatch/srun and in a task; the format is fixed so no user text
+  // is ever interpreted as one.
+  slurm_error("tfpin: %s", message.c_str());
+}
+
+void report_warning(const std::string& message) {
+  // slurm_info only reaches the log: the task's user sees the warning through its stderr.
+  slurm_info("tfpin: warning: %s", message.c_str());
+  if (spank_context() == S_CTX_REMOTE) std::fprintf(stderr, "tfpin: warning: %s\n", message.c_str());
+}
+
+int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
+  const auto getter = [spank](const std::string& name) { return task_getenv(spank, name); };
+  const std::string label = task_label(spank);
+  // The task fails; in a task slurm_error reaches both the slurmd log and the task's stderr.
+  auto fail = [&label](const std::string& message) {
+    slurm_error("tfpin: %s: %s", label.c_str(), message.c_str());
+    return -1;
+  };
+
+  try {
+    apply_environment(options, getter);
+    check_options(options, site);
+  } catch (const Error& e) {
+    return fail(e.what());
+  }
+  if (options.off) return 0;
+  if (site.activation == Activation::on_request && !options.requested()) return 0;
+
+  std::optional<Topology> topology;
+  std::vector<unsigned> allowed;
+  try {
+    topology = Topology::host();
+    allowed = current_affinity();
+  } catch (const Error& e) {
+    if (site.on_error == OnError::fail) return fail(e.what());
+    report_warning(fmt::format("{}: {}; the task runs unbound", label, e.what()));
+    return 0;
+  }
+
+  PlacementRequest request = make_request(options, site);
+  request.allowed = allowed;
+  Plan plan;
+  try {
+    plan = compute_plan(*topology, request);
+  } catch (const Error& e) {
+    return fail(e.what());
+  }
+  for (const std::string& warning : plan.warnings) report_warning(label + ": " + warning);
+
+  try {
+    bind_current_process(plan.cpus());
+    apply_memory_policy(plan.memory);
+  } catch (const Error& e) {
+    if (site.on_error == OnError::fail) return fail(e.what());
+    report_warning(fmt::format("{}: {}; the task runs unbound", label, e.what()));
+  }
+
+  const std::vector<EnvVar> environment = environment_for(plan, make_environment_policy(site));
+  try {
+    export_environment(environment, site.override_env, getter,
+                       [spank](const std::string& name, const std::string& value) {
+                         task_setenv(spank, name, value);
+                       });
+    if (site.shim) preload_shim(spank, site);
+  } catch (const Error& e) {
+    return fail(e.what());
+  }
+
+  if (options.verbose || site.verbose) {
+    const std::string text = describe_plan(*topology, plan, environment);
+    std::fprintf(stderr, "tfpin: %s\n%s", label.c_str(), text.c_str());
+    std::fflush(stderr);
+  }
+  return 0;
+}
+
+}  // namespace tfpin::plugin

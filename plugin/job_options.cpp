@@ -1,0 +1,89 @@
+#include "job_options.hpp"
+
+#include <fmt/format.h>
+
+#include "tfpin/error.hpp"
+#include "tfpin/options.hpp"
+
+namespace tfpin::plugin {
+
+void apply_option(JobOptions& options, OptionId id, const char* optarg) {
+  const std::string_view value = optarg != nullptr ? optarg : "";
+  switch (id) {
+    case OptionId::threads:
+      options.threads = parse_count(threads_option, value);
+      break;
+    case OptionId::interop:
+      options.interop = parse_count(interop_option, value);
+      break;
+    case OptionId::verbose:
+      options.verbose = true;
+      break;
+    case OptionId::off:
+      options.off = true;
+      break;
+    case OptionId::hyperthreads:
+      options.hyperthreads = true;
+      break;
+    default:
+      throw Error(ErrorKind::invalid_request, fmt::format("unknown option id {}", int(id)));
+  }
+}
+
+void apply_environment(JobOptions& options, const EnvGetter& get) {
+  if (!options.threads) {
+    if (auto text = get(std::string(env_threads))) options.threads = parse_count(env_threads, *text);
+  }
+  if (!options.interop) {
+    if (auto text = get(std::string(env_interop))) options.interop = parse_count(env_interop, *text);
+  }
+}
+
+void check_options(const JobOptions& options, const SiteConfig& site) {
+  const unsigned interop = options.interop.value_or(site.interop);
+  if (options.interop && interop > site.max_interop) {
+    throw Error(ErrorKind::invalid_request,
+                fmt::format("{}={} is above this site's limit of {} inter-op lanes", interop_option,
+                            interop, site.max_interop));
+  }
+  if (options.threads) {
+    if (*options.threads > site.max_threads) {
+      throw Error(ErrorKind::invalid_request,
+                  fmt::format("{}={} is above this site's limit of {} threads", threads_option,
+                              *options.threads, site.max_threads));
+    }
+    if (*options.threads % interop != 0) {
+      throw Error(ErrorKind::invalid_request,
+                  fmt::format("{}={} is not a multiple of {}={}{}: every inter-op lane gets the "
+                              "same number of cores (valid: {}, {}, {}, ...)",
+                              threads_option, *options.threads, interop_option, interop,
+                              options.interop ? "" : " (the site default)", interop, 2 * interop,
+                              3 * interop));
+    }
+  }
+  if (options.hyperthreads && site.hyperthreads == SiteHyperthreads::never) {
+    throw Error(ErrorKind::invalid_request,
+                "--tf-hyperthreads is not allowed on this cluster (site policy hyperthreads=never)");
+  }
+}
+
+PlacementRequest make_request(const JobOptions& options, const SiteConfig& site) {
+  PlacementRequest request;
+  request.threads = options.threads;
+  request.interop = options.interop.value_or(site.interop);
+  const bool hyperthreads = site.hyperthreads != SiteHyperthreads::never &&
+                            (options.hyperthreads || site.hyperthreads == SiteHyperthreads::yes);
+  request.hyperthreads = hyperthreads ? HyperthreadPolicy::all : HyperthreadPolicy::one_per_core;
+  request.clamp = site.enforcement == Enforcement::clamp;
+  request.names = {threads_option, interop_option};
+  return request;
+}
+
+EnvironmentPolicy make_environment_policy(const SiteConfig& site) {
+  EnvironmentPolicy policy;
+  policy.blocktime_ms = site.blocktime_ms;
+  policy.tf_intra_is_all_threads = site.tf_intraop_all_threads;
+  return policy;
+}
+
+}  // namespace tfpin::plugin

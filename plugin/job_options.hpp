@@ -1,0 +1,44 @@
+// The user's --tf-* options (and their TFPIN_* environment forms), checked the same way at submit
+// and at task launch.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "site_config.hpp"
+#include "tfpin/environment.hpp"
+#include "tfpin/placement.hpp"
+
+namespace tfpin::plugin {
+
+enum class OptionId : int { threads = 1, interop, verbose, off, hyperthreads };
+
+inline constexpr const char* threads_option = "--tf-threads";
+inline constexpr const char* interop_option = "--tf-interop";
+
+struct JobOptions {
+  std::optional<unsigned> threads;
+  std::optional<unsigned> interop;
+  bool verbose = false;
+  bool off = false;
+  bool hyperthreads = false;
+
+  // Any option that asks for tfpin (on-request activation).
+  [[nodiscard]] bool requested() const { return threads || interop || verbose || hyperthreads; }
+};
+
+// Applies one option as the user typed it. Throws tfpin::Error naming the option and value.
+void apply_option(JobOptions& options, OptionId id, const char* optarg);
+
+// TFPIN_THREADS / TFPIN_INTEROP fill what the command line left unset.
+void apply_environment(JobOptions& options, const EnvGetter& get);
+
+// What can be checked before knowing the cores: N multiple of M, site limits, hyperthread policy.
+// Throws tfpin::Error.
+void check_options(const JobOptions& options, const SiteConfig& site);
+
+PlacementRequest make_request(const JobOptions& options, const SiteConfig& site);
+EnvironmentPolicy make_environment_policy(const SiteConfig& site);
+
+}  // namespace tfpin::plugin

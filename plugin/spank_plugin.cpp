@@ -1,0 +1,126 @@
+// tfpin.so: the SPANK entry points. Every hook dispatches on spank_context() and catches everything:
+// no C++ exception may unwind into slurmstepd, srun or sbatch.
+#include "spank.hpp"
+
+#include <exception>
+#include <string_view>
+#include <vector>
+
+#include "contexts.hpp"
+#include "job_options.hpp"
+#include "site_config.hpp"
+#include "tfpin/error.hpp"
+
+// The loader looks these up by name. A const at namespace scope has internal linkage in C++, so
+// they are declared extern before SPANK_PLUGIN defines them.
+extern "C" {
+extern const char plugin_name[];
+extern const char plugin_type[];
+extern const unsigned int plugin_version;
+extern const unsigned int spank_plugin_version;
+SPANK_PLUGIN(tfpin, 1)  // NOLINT
+}
+
+namespace {
+
+using tfpin::plugin::JobOptions;
+using tfpin::plugin::OptionId;
+using tfpin::plugin::SiteConfig;
+
+// One process runs one job's hooks: plain globals are the SPANK way (pyxis does the same).
+SiteConfig site;
+JobOptions job;
+
+int on_option(int val, const char* optarg, int /*remote*/) noexcept {
+  try {
+    tfpin::plugin::apply_option(job, static_cast<OptionId>(val), optarg);
+    return 0;
+  } catch (const std::exception& e) {
+    tfpin::plugin::report_error(e.what());
+  } catch (...) {
+    tfpin::plugin::report_error("unexpected failure while reading an option");
+  }
+  return -1;
+}
+
+// spank_option wants mutable strings; these are never written.
+char* text(const char* literal) { return const_cast<char*>(literal); }
+
+std::vector<spank_option> options() {
+  return {
+      {text("tf-threads"), text("N"),
+       text("tfpin: compute threads per task, inter-op x intra-op (default: all allocated cores)"), 1,
+       static_cast<int>(OptionId::threads), on_option},
+      {text("tf-interop"), text("M"),
+       text("tfpin: inter-op lanes per task, each with N/M cores (default: site, else 1)"), 1,
+       static_cast<int>(OptionId::interop), on_option},
+      {text("tf-verbose"), nullptr, text("tfpin: print each task's plan to its stderr"), 0,
+       static_cast<int>(OptionId::verbose), on_option},
+      {text("tf-hyperthreads"), nullptr,
+       text("tfpin: use every hardware thread (default: one thread per core)"), 0,
+       static_cast<int>(OptionId::hyperthreads), on_option},
+      {text("tf-off"), nullptr, text("tfpin: do not pin or configure this job"), 0,
+       static_cast<int>(OptionId::off), on_option},
+  };
+}
+
+bool user_context(spank_context_t context) {
+  return context == S_CTX_LOCAL || context == S_CTX_REMOTE || context == S_CTX_ALLOCATOR;
+}
+
+template <typename Body>
+int guarded(const char* hook, Body body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    slurm_error("tfpin: %s: %s", hook, e.what());
+  } catch (...) {
+    slurm_error("tfpin: %s: unexpected failure", hook);
+  }
+  return -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+int slurm_spank_init(spank_t spank, int argc, char** argv) {
+  return guarded("init", [&] {
+    const spank_context_t context = spank_context();
+    if (!user_context(context)) return 0;
+    std::vector<std::string_view> args(argv, argv + argc);
+    try {
+      site = tfpin::plugin::parse_site_config(args);
+    } catch (const tfpin::Error& e) {
+      slurm_error("tfpin: %s", e.what());
+      return -1;
+    }
+    static std::vector<spank_option> table = options();
+    for (spank_option& option : table) {
+      if (spank_option_register(spank, &option) != ESPANK_SUCCESS) {
+        slurm_error("tfpin: could not register option --%s", option.name);
+        return -1;
+      }
+    }
+    return 0;
+  });
+}
+
+int slurm_spank_init_post_opt(spank_t /*spank*/, int /*argc*/, char** /*argv*/) {
+  return guarded("init_post_opt", [] {
+    const spank_context_t context = spank_context();
+    if (context == S_CTX_LOCAL || context == S_CTX_ALLOCATOR) {
+      return tfpin::plugin::check_at_submit(site, job);
+    }
+    return 0;
+  });
+}
+
+int slurm_spank_task_init(spank_t spank, int /*argc*/, char** /*argv*/) {
+  return guarded("task_init", [&] {
+    if (spank_context() != S_CTX_REMOTE) return 0;
+    return tfpin::plugin::setup_task(spank, site, job);
+  });
+}
+
+}  // extern "C"
