@@ -88,6 +88,7 @@ int slurm_spank_init(spank_t spank, int argc, char** argv) {
   return guarded("init", [&] {
     const spank_context_t context = spank_context();
     if (!user_context(context)) return 0;
+    job = JobOptions{};
     std::vector<std::string_view> args(argv, argv + argc);
     try {
       site = tfpin::plugin::parse_site_config(args);

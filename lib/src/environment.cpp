@@ -1,5 +1,8 @@
 #include "tfpin/environment.hpp"
 
+#include <algorithm>
+#include <map>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -54,18 +57,37 @@ std::vector<EnvVar> environment_for(const Plan& plan, const EnvironmentPolicy& p
 
 std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
                                            const EnvGetter& get, const EnvSetter& set) {
+  // What an outer tfpin set, so that its values are not mistaken for the user's.
+  std::map<std::string, std::string, std::less<>> outer;
+  if (const auto recorded = get(std::string(env_exported))) {
+    std::string_view rest = *recorded;
+    while (!rest.empty()) {
+      const auto end = std::min(rest.find(';'), rest.size());
+      const std::string_view item = rest.substr(0, end);
+      if (const auto eq = item.find('='); eq != std::string_view::npos) {
+        outer.emplace(item.substr(0, eq), item.substr(eq + 1));
+      }
+      rest.remove_prefix(std::min(end + 1, rest.size()));
+    }
+  }
   std::vector<EnvOutcome> outcomes;
   outcomes.reserve(vars.size());
+  std::string recorded;
   for (const EnvVar& var : vars) {
     if (!var.handover && !enforce) {
-      if (auto existing = get(var.name)) {
+      const auto existing = get(var.name);
+      const auto from_outer = outer.find(var.name);
+      const bool users = existing && (from_outer == outer.end() || from_outer->second != *existing);
+      if (users) {
         outcomes.push_back({var.name, *existing, true});
         continue;
       }
     }
     set(var.name, var.value);
     outcomes.push_back({var.name, var.value, false});
+    if (!var.handover) recorded += fmt::format("{}{}={}", recorded.empty() ? "" : ";", var.name, var.value);
   }
+  set(std::string(env_exported), recorded);
   return outcomes;
 }
 

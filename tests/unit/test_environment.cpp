@@ -80,6 +80,21 @@ TEST(Environment, UserValuesWinUnlessEnforcedButTheHandoverAlwaysWins) {
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4");
 }
 
+TEST(Environment, ValuesAnOuterTfpinExportedAreNotTheUsers) {
+  Env env;
+  auto set = [&env](const std::string& n, const std::string& v) { env[n] = v; };
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(36, 2), {}), false, getter(env), set);
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "18");
+  EXPECT_NE(env.at("TFPIN_ENV").find("OMP_NUM_THREADS=18"), std::string::npos);
+  // An inner step with 4 cores: the outer counts give way ...
+  env["KMP_BLOCKTIME"] = "30";  // ... but what the user changed in between stays.
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(4, 1), {}), false, getter(env), set);
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4");
+  EXPECT_EQ(env.at("TF_NUM_INTEROP_THREADS"), "1");
+  EXPECT_EQ(env.at("KMP_BLOCKTIME"), "30");
+  EXPECT_EQ(env.at("TFPIN_ENV").find("KMP_BLOCKTIME"), std::string::npos);
+}
+
 TEST(PlanCodec, RoundTrips) {
   for (auto [threads, interop] : {std::pair{36U, 2U}, {8U, 4U}, {1U, 1U}, {36U, 36U}}) {
     const tfpin::Plan plan = broadwell_plan(threads, interop);

@@ -34,7 +34,9 @@ struct EnvOutcome {
 };
 
 // Exports `vars` through `set`, consulting `get` for values the user already has: those win unless
-// `enforce`, except the TFPIN_* hand-over which always reflects the plan.
+// `enforce`, except the TFPIN_* hand-over which always reflects the plan. A value equal to what an
+// outer tfpin exported (recorded in TFPIN_ENV) is not the user's: an inner step with fewer cores
+// must get its own counts, not the batch step's.
 using EnvGetter = std::function<std::optional<std::string>(const std::string&)>;
 using EnvSetter = std::function<void(const std::string&, const std::string&)>;
 std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
@@ -53,5 +55,6 @@ inline constexpr std::string_view env_threads = "TFPIN_THREADS";
 inline constexpr std::string_view env_interop = "TFPIN_INTEROP";
 inline constexpr std::string_view env_intra = "TFPIN_INTRA";
 inline constexpr std::string_view env_lane_numa = "TFPIN_LANE_NUMA";
+inline constexpr std::string_view env_exported = "TFPIN_ENV";  // NAME=VALUE;... that tfpin set
 
 }  // namespace tfpin

@@ -1,0 +1,198 @@
+// The plugin's hooks driven through a fake spank_* layer: option and site-config parsing, context
+// dispatch, and what a task gets, without a Slurm.
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <array>
+
+#include "fake_spank.hpp"
+#include "site_config.hpp"
+#include "tfpin/error.hpp"
+#include "tfpin/topology.hpp"
+
+using tfpin::plugin::parse_site_config;
+using tfpin::plugin::SiteConfig;
+
+namespace {
+
+int init(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& arg : args) argv.push_back(arg.data());
+  return slurm_spank_init(fake_spank::handle(), static_cast<int>(argv.size()), argv.data());
+}
+
+int option(const char* name, const char* value) {
+  for (const spank_option& opt : fake_spank::state().options) {
+    if (std::string(opt.name) == name) return opt.cb(opt.val, value, 0);
+  }
+  ADD_FAILURE() << "option " << name << " not registered";
+  return -2;
+}
+
+std::string config_error(std::vector<std::string_view> args) {
+  try {
+    parse_site_config(args);
+  } catch (const tfpin::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Keeps the test process's own affinity across tests that bind it (task_init binds "the task").
+class AffinityGuard {
+ public:
+  AffinityGuard() { sched_getaffinity(0, sizeof saved_, &saved_); }
+  ~AffinityGuard() { sched_setaffinity(0, sizeof saved_, &saved_); }
+  AffinityGuard(const AffinityGuard&) = delete;
+  AffinityGuard& operator=(const AffinityGuard&) = delete;
+
+ private:
+  cpu_set_t saved_{};
+};
+
+}  // namespace
+
+TEST(SiteConfig, DefaultsAndEveryKey) {
+  const SiteConfig defaults = parse_site_config({});
+  EXPECT_EQ(defaults.interop, 1U);
+  EXPECT_EQ(defaults.activation, tfpin::plugin::Activation::on_request);
+  EXPECT_EQ(defaults.enforcement, tfpin::plugin::Enforcement::strict);
+  EXPECT_TRUE(defaults.shim);
+  const std::array<std::string_view, 13> all = {
+      "interop=2",          "blocktime=0",       "hyperthreads=never", "shim=no",
+      "shim_path=/opt/s.so", "enforcement=clamp", "on_error=fail",      "activation=always",
+      "verbose=yes",        "override_env=yes",  "tf_intraop=threads", "max_threads=64",
+      "max_interop=4"};
+  const SiteConfig c = parse_site_config(all);
+  EXPECT_EQ(c.interop, 2U);
+  EXPECT_EQ(c.blocktime_ms, 0U);
+  EXPECT_EQ(c.hyperthreads, tfpin::plugin::SiteHyperthreads::never);
+  EXPECT_FALSE(c.shim);
+  EXPECT_EQ(c.shim_path, "/opt/s.so");
+  EXPECT_EQ(c.enforcement, tfpin::plugin::Enforcement::clamp);
+  EXPECT_EQ(c.on_error, tfpin::plugin::OnError::fail);
+  EXPECT_EQ(c.activation, tfpin::plugin::Activation::always);
+  EXPECT_TRUE(c.verbose);
+  EXPECT_TRUE(c.override_env);
+  EXPECT_TRUE(c.tf_intraop_all_threads);
+  EXPECT_EQ(c.max_threads, 64U);
+  EXPECT_EQ(c.max_interop, 4U);
+}
+
+TEST(SiteConfig, ErrorsNameTheKeyAndWhatIsValid) {
+  EXPECT_NE(config_error({"bogus=1"}).find("unknown key 'bogus'"), std::string::npos);
+  EXPECT_NE(config_error({"interop"}).find("'interop' is not key=value"), std::string::npos);
+  EXPECT_EQ(config_error({"activation=sometimes"}),
+            "plugstack.conf: activation=sometimes is not valid: one of on-request, always");
+  EXPECT_EQ(config_error({"shim=maybe"}), "plugstack.conf: shim=maybe is not valid: one of yes, no");
+  EXPECT_NE(config_error({"interop=0"}).find("plugstack.conf: interop=0 is too small"),
+            std::string::npos);
+  EXPECT_NE(config_error({"blocktime=-1"}).find("blocktime=-1 is not a whole number"),
+            std::string::npos);
+  EXPECT_NE(config_error({"shim_path=relative.so"}).find("an absolute path"), std::string::npos);
+  EXPECT_NE(config_error({"interop=2", "interop=3"}).find("given twice"), std::string::npos);
+  EXPECT_NE(config_error({"interop=8", "max_interop=4"}).find("above max_interop=4"),
+            std::string::npos);
+}
+
+TEST(Hooks, BadSiteConfigFailsInitWithOneLogLine) {
+  fake_spank::reset(S_CTX_REMOTE);
+  EXPECT_EQ(init({"bogus=1"}), -1);
+  ASSERT_EQ(fake_spank::state().log.size(), 1U);
+  EXPECT_TRUE(fake_spank::logged("error: tfpin: plugstack.conf: unknown key 'bogus'"));
+}
+
+TEST(Hooks, RegistersOptionsInUserContextsOnly) {
+  for (auto context : {S_CTX_LOCAL, S_CTX_REMOTE, S_CTX_ALLOCATOR}) {
+    fake_spank::reset(context);
+    EXPECT_EQ(init({}), 0);
+    EXPECT_EQ(fake_spank::state().options.size(), 5U);
+  }
+  fake_spank::reset(S_CTX_SLURMD);
+  EXPECT_EQ(init({"bogus=1"}), 0);  // slurmd itself never reads the config or options
+  EXPECT_TRUE(fake_spank::state().options.empty());
+}
+
+TEST(Hooks, OptionCallbacksRefuseBadValues) {
+  fake_spank::reset(S_CTX_ALLOCATOR);
+  ASSERT_EQ(init({}), 0);
+  EXPECT_EQ(option("tf-threads", "abc"), -1);
+  EXPECT_TRUE(fake_spank::logged("--tf-threads=abc is not a whole number"));
+  EXPECT_EQ(option("tf-threads", nullptr), -1);
+  EXPECT_EQ(option("tf-threads", "3"), 0);
+  EXPECT_EQ(option("tf-interop", "2"), 0);
+  EXPECT_EQ(slurm_spank_init_post_opt(fake_spank::handle(), 0, nullptr), -1);
+  EXPECT_TRUE(fake_spank::logged("--tf-threads=3 is not a multiple of --tf-interop=2"));
+}
+
+TEST(Hooks, HyperthreadsCanBeForbiddenBySite) {
+  fake_spank::reset(S_CTX_LOCAL);
+  ASSERT_EQ(init({"hyperthreads=never"}), 0);
+  EXPECT_EQ(option("tf-hyperthreads", nullptr), 0);
+  EXPECT_EQ(slurm_spank_init_post_opt(fake_spank::handle(), 0, nullptr), -1);
+  EXPECT_TRUE(fake_spank::logged("--tf-hyperthreads is not allowed"));
+}
+
+TEST(Hooks, TaskWithoutOptionsIsUntouchedOnRequest) {
+  AffinityGuard guard;
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(init({}), 0);
+  fake_spank::state().task_env = {{"PATH", "/bin"}};
+  EXPECT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+  EXPECT_EQ(fake_spank::state().task_env.size(), 1U);
+}
+
+TEST(Hooks, TaskGetsPlanBindingAndEnvironment) {
+  AffinityGuard guard;
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(init({"shim_path=/nonexistent/libtfpin-shim.so"}), 0);
+  ASSERT_EQ(option("tf-threads", "1"), 0);
+  fake_spank::state().task_env = {{"LD_PRELOAD", "libuser.so"}};
+  ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+  auto& env = fake_spank::state().task_env;
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "1");
+  EXPECT_EQ(env.at("TFPIN_INTEROP"), "1");
+  const auto bound = tfpin::current_affinity();
+  ASSERT_EQ(bound.size(), 1U);
+  EXPECT_EQ(env.at("TFPIN_CPUS"), std::to_string(bound[0]));
+  // A missing shim is a warning, and the user's preload stays as it was.
+  EXPECT_EQ(env.at("LD_PRELOAD"), "libuser.so");
+  EXPECT_TRUE(fake_spank::logged("shim /nonexistent/libtfpin-shim.so not found"));
+}
+
+TEST(Hooks, ShimIsPrependedOnce) {
+  AffinityGuard guard;
+  fake_spank::reset(S_CTX_REMOTE);
+  const std::string shim = std::string(TFPIN_TEST_BINARY_DIR) + "/fake-shim.so";
+  std::FILE* f = std::fopen(shim.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  ASSERT_EQ(init({"shim_path=" + shim, "activation=always"}), 0);
+  fake_spank::state().task_env = {{"LD_PRELOAD", "libuser.so"}};
+  ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+  EXPECT_EQ(fake_spank::state().task_env.at("LD_PRELOAD"), shim + ":libuser.so");
+  ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+  EXPECT_EQ(fake_spank::state().task_env.at("LD_PRELOAD"), shim + ":libuser.so");
+}
+
+TEST(Hooks, OversizedRequestFailsStrictAndClampsOtherwise) {
+  AffinityGuard guard;
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(init({"shim=no"}), 0);
+  ASSERT_EQ(option("tf-threads", "4096"), 0);
+  EXPECT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), -1);
+  EXPECT_TRUE(fake_spank::logged("job 42 step 0 task 0: --tf-threads=4096 is more than the"));
+
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(init({"shim=no", "enforcement=clamp"}), 0);
+  ASSERT_EQ(option("tf-threads", "4096"), 0);
+  EXPECT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+  EXPECT_TRUE(fake_spank::logged("using"));
+}
+
+TEST(Hooks, OtherContextsDoNothingInTaskInit) {
+  fake_spank::reset(S_CTX_LOCAL);
+  ASSERT_EQ(init({"activation=always"}), 0);
+  EXPECT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+  EXPECT_TRUE(fake_spank::state().task_env.empty());
+}

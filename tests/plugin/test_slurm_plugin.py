@@ -1,0 +1,260 @@
+#!/usr/bin/python3
+"""tfpin.so under a real Slurm: private munge + slurmctld + slurmd on loopback (tests/slurm harness),
+real sbatch/srun, each task's affinity and environment read back from /proc and env."""
+import os
+import re
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "slurm"))
+from slurm_cluster import LocalSlurm, missing_binaries  # noqa: E402
+
+PLUGIN = os.environ.get("TFPIN_PLUGIN", str(HERE.parents[1] / "build" / "plugin" / "tfpin.so"))
+SHIM = os.environ.get("TFPIN_SHIM", "")
+
+# Printed by every probe task: one line per fact, prefixed with the task's rank and node.
+PROBE = ("echo \"rank=${SLURM_PROCID:-batch} node=${SLURMD_NODENAME}"
+         " cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)"
+         " TFPIN_CPUS=${TFPIN_CPUS-unset} OMP_NUM_THREADS=${OMP_NUM_THREADS-unset}"
+         " TF_NUM_INTEROP_THREADS=${TF_NUM_INTEROP_THREADS-unset}"
+         " TF_NUM_INTRAOP_THREADS=${TF_NUM_INTRAOP_THREADS-unset} KMP_AFFINITY=${KMP_AFFINITY-unset}"
+         " LD_PRELOAD=${LD_PRELOAD-unset}\"")
+
+
+def cpus_allowed(cpulist):
+    """Expands a kernel cpulist ("0-2,5") into sorted CPU numbers."""
+    cpus = []
+    for item in cpulist.split(","):
+        lo, _, hi = item.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return sorted(cpus)
+
+
+def probes(text):
+    """Parses PROBE lines into dicts."""
+    found = []
+    for line in text.splitlines():
+        if line.startswith("rank="):
+            found.append(dict(item.split("=", 1) for item in line.split()))
+    return found
+
+
+def plugstack(*keys):
+    line = f"required {PLUGIN}"
+    if SHIM:
+        keys = (f"shim_path={SHIM}",) + keys
+    return [" ".join((line,) + keys)]
+
+
+def job_count(cluster):
+    r = cluster.run(["squeue", "-h", "-t", "all", "-o", "%i"])
+    return len(r.stdout.split())
+
+
+@unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
+class OnRequest(unittest.TestCase):
+    """Site defaults: activation on request, strict enforcement."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=plugstack()).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def run_batch(self, script, extra_args=None, env_extra=None):
+        jobid, r = self.cluster.sbatch(script, extra_args, env_extra=env_extra)
+        self.assertIsNotNone(jobid, f"sbatch refused: {r.stderr}")
+        state = self.cluster.wait_job(jobid)
+        return state, self.cluster.job_stdout(jobid)
+
+    def test_options_show_in_sbatch_help(self):
+        r = self.cluster.run(["sbatch", "--help"])
+        for option in ("--tf-threads=N", "--tf-interop=M", "--tf-verbose", "--tf-off",
+                       "--tf-hyperthreads"):
+            self.assertIn(option, r.stdout)
+
+    def test_batch_step_and_inner_steps_get_their_plans(self):
+        state, out = self.run_batch(
+            "#!/bin/sh\n#SBATCH -c 2\n#SBATCH --tf-threads=2\n#SBATCH --tf-interop=2\n"
+            f"{PROBE}\n"
+            f"srun -n 1 -c 2 sh -c '{PROBE}'\n"
+            f"srun -n 1 -c 1 --tf-threads=1 --tf-interop=1 sh -c '{PROBE}'\n")
+        print(out)
+        self.assertEqual(state, "COMPLETED", out)
+        batch, inherited, narrowed = probes(out)
+        for task in (batch, inherited):
+            self.assertEqual(cpus_allowed(task["cpus"]), [0, 1])
+            self.assertEqual(sorted(map(int, task["TFPIN_CPUS"].split(","))), [0, 1])
+            self.assertEqual(task["OMP_NUM_THREADS"], "1")
+            self.assertEqual(task["TF_NUM_INTEROP_THREADS"], "2")
+            self.assertEqual(task["TF_NUM_INTRAOP_THREADS"], "1")
+            self.assertEqual(task["KMP_AFFINITY"], "none")
+        self.assertEqual(len(cpus_allowed(narrowed["cpus"])), 1)
+        self.assertEqual(narrowed["TFPIN_CPUS"], narrowed["cpus"])
+        self.assertEqual(narrowed["OMP_NUM_THREADS"], "1")
+        self.assertEqual(narrowed["TF_NUM_INTEROP_THREADS"], "1")
+
+    def test_srun_tasks_get_disjoint_cores(self):
+        r = self.cluster.srun(["-n", "2", "-c", "1", "--tf-threads=1", "sh", "-c", PROBE])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        tasks = probes(r.stdout)
+        self.assertEqual(len(tasks), 2, r.stdout)
+        cores = [cpus_allowed(t["cpus"]) for t in tasks]
+        self.assertEqual(sorted(c for cs in cores for c in cs), [0, 1])
+        for task in tasks:
+            self.assertEqual(task["TFPIN_CPUS"], task["cpus"])
+            self.assertEqual(task["OMP_NUM_THREADS"], "1")
+
+    def test_environment_form_and_command_line_precedence(self):
+        r = self.cluster.srun(["-c", "2", "sh", "-c", PROBE], env_extra={"TFPIN_THREADS": "1"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(probes(r.stdout)[0]["OMP_NUM_THREADS"], "1")
+        r = self.cluster.srun(["-c", "2", "--tf-threads=2", "sh", "-c", PROBE],
+                              env_extra={"TFPIN_THREADS": "1"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(probes(r.stdout)[0]["OMP_NUM_THREADS"], "2")
+
+    def test_bad_values_are_refused_at_submit_and_nothing_is_queued(self):
+        cases = [
+            (["--tf-threads=abc"], "--tf-threads=abc is not a whole number"),
+            (["--tf-threads=0"], "--tf-threads=0 is too small"),
+            (["--tf-threads=-3"], "--tf-threads=-3 is not a whole number"),
+            (["--tf-threads=99999999999"], "--tf-threads=99999999999 is too large"),
+            (["--tf-threads=3", "--tf-interop=2"], "--tf-threads=3 is not a multiple of --tf-interop=2"),
+            (["--tf-threads="], "--tf-threads needs a value"),
+            (["--tf-interop=x"], "--tf-interop=x is not a whole number"),
+        ]
+        before = job_count(self.cluster)
+        for args, message in cases:
+            with self.subTest(args=args):
+                jobid, r = self.cluster.sbatch("#!/bin/sh\ntrue\n", args)
+                self.assertIsNone(jobid)
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn(message, r.stderr)
+                r = self.cluster.srun(args + ["true"])
+                self.assertNotEqual(r.returncode, 0)
+                self.assertIn(message, r.stderr)
+        # The same through #SBATCH lines.
+        jobid, r = self.cluster.sbatch("#!/bin/sh\n#SBATCH --tf-threads=3\n#SBATCH --tf-interop=2\ntrue\n")
+        self.assertIsNone(jobid)
+        self.assertIn("--tf-threads=3 is not a multiple of --tf-interop=2", r.stderr)
+        self.assertEqual(job_count(self.cluster), before, "a refused job was queued")
+
+    def test_more_threads_than_allocated_fails_the_task(self):
+        r = self.cluster.srun(["-c", "1", "--tf-threads=2", "true"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--tf-threads=2 is more than the 1 cores allowed", r.stderr)
+
+    def test_job_without_options_is_untouched(self):
+        r = self.cluster.srun(["-c", "2", "sh", "-c", PROBE])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        task = probes(r.stdout)[0]
+        self.assertEqual(task["TFPIN_CPUS"], "unset")
+        self.assertEqual(task["OMP_NUM_THREADS"], "unset")
+
+    def test_verbose_prints_the_plan(self):
+        r = self.cluster.srun(["-c", "2", "--tf-interop=2", "--tf-verbose", "true"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("2 threads = 2 inter-op lane(s) x 1 intra-op thread(s)", r.stderr)
+        self.assertIn("lane 1", r.stderr)
+
+    def test_user_values_win(self):
+        r = self.cluster.srun(["-c", "2", "--tf-threads=2", "sh", "-c", PROBE],
+                              env_extra={"OMP_NUM_THREADS": "7"})
+        self.assertEqual(probes(r.stdout)[0]["OMP_NUM_THREADS"], "7")
+
+
+@unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
+class AlwaysAndClamp(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=plugstack(
+            "activation=always", "enforcement=clamp", "override_env=yes", "interop=1",
+            "blocktime=0")).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def test_job_without_options_is_configured(self):
+        r = self.cluster.srun(["-c", "2", "sh", "-c", PROBE + "; echo KMP_BLOCKTIME=$KMP_BLOCKTIME"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        task = probes(r.stdout)[0]
+        self.assertEqual(sorted(map(int, task["TFPIN_CPUS"].split(","))), [0, 1])
+        self.assertEqual(task["OMP_NUM_THREADS"], "2")
+        self.assertIn("KMP_BLOCKTIME=0", r.stdout)
+
+    def test_tf_off_leaves_the_job_alone(self):
+        r = self.cluster.srun(["-c", "2", "--tf-off", "sh", "-c", PROBE])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(probes(r.stdout)[0]["TFPIN_CPUS"], "unset")
+
+    def test_oversized_request_runs_clamped_with_a_warning(self):
+        r = self.cluster.srun(["-c", "1", "--tf-threads=2", "sh", "-c", PROBE])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("--tf-threads=2 is more than the 1 cores allowed; using 1", r.stderr)
+        task = probes(r.stdout)[0]
+        self.assertEqual(task["OMP_NUM_THREADS"], "1")
+        self.assertEqual(task["TFPIN_CPUS"], task["cpus"])
+
+    def test_site_enforces_over_user_values(self):
+        r = self.cluster.srun(["-c", "2", "sh", "-c", PROBE], env_extra={"OMP_NUM_THREADS": "7"})
+        self.assertEqual(probes(r.stdout)[0]["OMP_NUM_THREADS"], "2")
+
+
+@unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
+class MultiNode(unittest.TestCase):
+    def test_every_task_on_every_node_gets_its_plan(self):
+        with LocalSlurm(nodes=2, cpus_per_node=1, plugstack_lines=plugstack()) as cluster:
+            r = cluster.srun(["-N", "2", "-n", "2", "--tf-threads=1", "sh", "-c", PROBE])
+            self.assertEqual(r.returncode, 0, r.stderr + cluster.diagnostics())
+            tasks = probes(r.stdout)
+            self.assertEqual(sorted(t["node"] for t in tasks), ["n1", "n2"])
+            for task in tasks:
+                self.assertEqual(task["TFPIN_CPUS"], task["cpus"])
+                self.assertEqual(task["OMP_NUM_THREADS"], "1")
+            jobid, r = cluster.sbatch("#!/bin/sh\n#SBATCH -N 2\n#SBATCH --tf-threads=1\n"
+                                      f"{PROBE}\nsrun -N 2 -n 2 sh -c '{PROBE}'\n")
+            self.assertIsNotNone(jobid, r.stderr)
+            self.assertEqual(cluster.wait_job(jobid), "COMPLETED")
+            tasks = probes(cluster.job_stdout(jobid))
+            self.assertEqual(len(tasks), 3, tasks)
+            for task in tasks:
+                self.assertEqual(task["OMP_NUM_THREADS"], "1")
+                self.assertNotEqual(task["TFPIN_CPUS"], "unset")
+
+
+@unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
+class BadSiteConfig(unittest.TestCase):
+    def test_unknown_key_is_a_clear_error_and_nothing_crashes(self):
+        with LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=plugstack("bogus=1")) as cluster:
+            r = cluster.srun(["true"])
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("plugstack.conf: unknown key 'bogus'", r.stderr)
+            r = cluster.run(["sbatch", "--wrap", "true"])
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("unknown key 'bogus'", r.stderr)
+            # The daemons are still up and the node still takes work from Slurm itself.
+            self.assertEqual(set(cluster.node_states().values()), {"idle"})
+            log = cluster.slurmctld_log() + cluster.slurmd_log("n1")
+            self.assertNotIn("Segmentation", log)
+
+
+class Symbols(unittest.TestCase):
+    def test_only_spank_symbols_are_exported(self):
+        out = subprocess.run(["nm", "-D", "--defined-only", PLUGIN], capture_output=True, text=True,
+                             check=True).stdout
+        names = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
+        self.assertEqual(names, ["plugin_name", "plugin_type", "plugin_version",
+                                 "slurm_spank_init", "slurm_spank_init_post_opt",
+                                 "slurm_spank_task_init", "spank_plugin_version"])
+
+
+if __name__ == "__main__":
+    result = unittest.main(verbosity=2, exit=False).result
+    sys.exit(0 if result.wasSuccessful() else 1)
