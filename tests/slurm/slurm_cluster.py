@@ -37,7 +37,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import weakref
 from pathlib import Path
 
 # Put into the environment of every daemon and client we start; anything that
@@ -345,7 +344,8 @@ def _client_env(workdir: str, base: dict | None = None) -> dict:
     return env
 
 
-_live_clusters: "weakref.WeakSet[LocalSlurm]" = weakref.WeakSet()
+# strong references: a started cluster is stopped at exit even if unreferenced
+_live_clusters: "set[LocalSlurm]" = set()
 
 
 @atexit.register
@@ -432,28 +432,18 @@ class LocalSlurm:
 
     # ---------------------------------------------------- context manager
     def __enter__(self) -> "LocalSlurm":
-        # meson/CI stop a test with SIGTERM: turn it into KeyboardInterrupt so
-        # `with` blocks unwind (unittest re-raises KeyboardInterrupt, unlike
-        # SystemExit which it would record and carry on).
-        if _in_main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-            self._old_sigterm = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
-        try:
-            self.start()
-        except BaseException:
-            self._restore_sigterm()
-            raise
-        return self
+        return self.start()
 
     def __exit__(self, *exc) -> None:
-        try:
-            self.stop()
-        finally:
-            self._restore_sigterm()
+        self.stop()
 
-    def _restore_sigterm(self) -> None:
-        if self._old_sigterm is not None:
-            signal.signal(signal.SIGTERM, self._old_sigterm)
-            self._old_sigterm = None
+    def _catch_sigterm(self) -> None:
+        # meson/CI stop a test with SIGTERM: turn it into KeyboardInterrupt so
+        # `with` blocks and atexit cleanup run (unittest re-raises
+        # KeyboardInterrupt, unlike SystemExit, which it would record as an
+        # error and carry on with the next test).  Undone by stop().
+        if _in_main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            self._old_sigterm = signal.signal(signal.SIGTERM, _sigterm_to_interrupt)
 
     # ------------------------------------------------------------- start
     def start(self) -> "LocalSlurm":
@@ -469,7 +459,10 @@ class LocalSlurm:
         missing = missing_binaries()
         if missing:
             raise FileNotFoundError("missing programs: " + ", ".join(missing))
+        if os.geteuid() != 0:
+            raise PermissionError("LocalSlurm runs its daemons as root (SlurmUser=root)")
         self._make_dir()
+        self._catch_sigterm()
         # orphaned slurmstepd/tasks re-parent to us, and we reap them
         _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
         _live_clusters.add(self)
@@ -726,10 +719,14 @@ class LocalSlurm:
             return
         self._stopped = True
         _live_clusters.discard(self)
-        # Ctrl-C during cleanup would leak daemons: ignore it meanwhile.
-        old_int = None
+        # A second Ctrl-C/SIGTERM during cleanup would leak daemons: ignore
+        # both meanwhile (every wait below is bounded).
+        old_int = old_term = None
         if _in_main_thread():
             old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+            old_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            if self._old_sigterm is not None:  # undo _catch_sigterm
+                old_term, self._old_sigterm = self._old_sigterm, None
         try:
             stop_dir(self.tmpdir, log=lambda m: print(m, file=sys.stderr))
             for _, p in self._procs:
@@ -752,6 +749,7 @@ class LocalSlurm:
         finally:
             if old_int is not None:
                 signal.signal(signal.SIGINT, old_int)
+                signal.signal(signal.SIGTERM, old_term)
 
     # ------------------------------------------------------------ clients
     def run(self, argv: list[str], timeout: float = 60, input: str | None = None,
