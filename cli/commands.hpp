@@ -25,6 +25,7 @@ struct RunCommand {
   PlanOptions plan;
   bool verbose = false;
   bool enforce = false;
+  bool no_shim = false;
   std::vector<std::string> program;
   int operator()() const;
 };

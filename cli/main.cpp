@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
       app.add_subcommand("run", "bind, set memory policy and environment, then exec PROGRAM");
   run.plan.add_to(*run_app);
   run_app->add_flag("-v,--verbose", run.verbose, "print the plan to stderr before running");
+  run_app->add_flag("--no-shim", run.no_shim,
+                    "do not preload libtfpin-shim.so (the plan is then not enforced inside the "
+                    "program)");
   run_app->add_flag("--enforce", run.enforce,
                     "overwrite thread variables the user already set (default: the user's win)");
   run_app->add_option("program", run.program, "the program and its arguments (after --)")

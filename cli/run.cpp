@@ -4,13 +4,45 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "commands.hpp"
 #include "tfpin/binding.hpp"
 #include "tfpin/report.hpp"
 
+#ifndef TFPIN_SHIM_PATH
+#define TFPIN_SHIM_PATH ""
+#endif
+
 namespace tfpin::cli {
+namespace {
+
+// TFPIN_SHIM if set; else the build tree's shim next to this tfpin (build/cli/tfpin ->
+// build/shim/); else where the package installs it. Empty when none exists.
+std::string find_shim() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (const char* explicit_path = std::getenv("TFPIN_SHIM"); explicit_path != nullptr) {
+    if (fs::is_regular_file(explicit_path, ec)) return explicit_path;
+    fmt::print(stderr, "tfpin run: warning: TFPIN_SHIM={} does not exist\n", explicit_path);
+    return "";
+  }
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path build_tree = exe.parent_path().parent_path() / "shim" / "libtfpin-shim.so";
+    if (fs::is_regular_file(build_tree, ec)) return build_tree.string();
+  }
+  if (fs::is_regular_file(TFPIN_SHIM_PATH, ec)) return TFPIN_SHIM_PATH;
+  return "";
+}
+
+std::optional<std::string> process_getenv(const std::string& name) {
+  const char* value = std::getenv(name.c_str());
+  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+}
+
+}  // namespace
 
 int RunCommand::operator()() const {
   const ComputedPlan computed = compute(plan, Topology::host(), current_affinity());
@@ -20,15 +52,21 @@ int RunCommand::operator()() const {
   // The whole task's cpus: threads that are not OpenMP workers may run on any of them.
   bind_current_process(computed.plan.cpus());
   apply_memory_policy(computed.plan.memory);
-  export_environment(
-      computed.environment, enforce,
-      [](const std::string& name) -> std::optional<std::string> {
-        const char* value = std::getenv(name.c_str());
-        return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-      },
-      [](const std::string& name, const std::string& value) {
-        ::setenv(name.c_str(), value.c_str(), 1);
-      });
+  export_environment(computed.environment, enforce, process_getenv,
+                     [](const std::string& name, const std::string& value) {
+                       ::setenv(name.c_str(), value.c_str(), 1);
+                     });
+  if (!no_shim) {
+    const std::string shim = find_shim();
+    if (shim.empty()) {
+      fmt::print(stderr,
+                 "tfpin run: warning: libtfpin-shim.so not found; threads are not enforced inside "
+                 "the program (--no-shim silences this)\n");
+    } else {
+      ::setenv("LD_PRELOAD", preload_with_shim(process_getenv("LD_PRELOAD").value_or(""), shim).c_str(),
+               1);
+    }
+  }
   if (verbose) {
     std::cerr << describe_plan(computed.topology, computed.plan, computed.environment);
   }

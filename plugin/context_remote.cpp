@@ -56,8 +56,8 @@ void preload_shim(spank_t spank, const SiteConfig& site) {
     return;
   }
   const std::string existing = task_getenv(spank, "LD_PRELOAD").value_or("");
-  if (existing.find(shim) != std::string::npos) return;
-  task_setenv(spank, "LD_PRELOAD", existing.empty() ? shim : shim + ":" + existing);
+  const std::string preload = preload_with_shim(existing, shim);
+  if (preload != existing) task_setenv(spank, "LD_PRELOAD", preload);
 }
 
 }  // namespace

@@ -91,6 +91,17 @@ std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool
   return outcomes;
 }
 
+std::string preload_with_shim(std::string_view existing, std::string_view shim) {
+  // glibc splits LD_PRELOAD on spaces and colons.
+  std::string_view rest = existing;
+  while (!rest.empty()) {
+    const auto end = std::min(rest.find_first_of(" :"), rest.size());
+    if (rest.substr(0, end) == shim) return std::string(existing);
+    rest.remove_prefix(std::min(end + 1, rest.size()));
+  }
+  return existing.empty() ? std::string(shim) : fmt::format("{}:{}", shim, existing);
+}
+
 std::vector<EnvVar> encode_plan(const Plan& plan) {
   std::vector<unsigned> lane_numa;
   for (const Lane& lane : plan.lanes) lane_numa.push_back(lane.numa);

@@ -121,6 +121,18 @@ class Run(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stdout.strip(), "--threads abc")
 
+    def test_shim_is_preloaded_unless_no_shim(self):
+        import tempfile
+        with tempfile.NamedTemporaryFile(suffix=".so") as shim:
+            env = {"TFPIN_SHIM": shim.name, "LD_PRELOAD": "libuser.so"}
+            proc = tfpin("run", "--", "printenv", "LD_PRELOAD", env=env)
+            self.assertEqual(proc.stdout.strip(), f"{shim.name}:libuser.so", proc.stderr)
+            proc = tfpin("run", "--no-shim", "--", "printenv", "LD_PRELOAD", env=env)
+            self.assertEqual(proc.stdout.strip(), "libuser.so")
+        proc = tfpin("run", "--", "true", env={"TFPIN_SHIM": "/nonexistent/shim.so"})
+        self.assertEqual(proc.returncode, 0)
+        self.assertIn("TFPIN_SHIM=/nonexistent/shim.so does not exist", proc.stderr)
+
     def test_missing_program_is_127(self):
         proc = tfpin("run", "--", "/nonexistent/program")
         self.assertEqual(proc.returncode, 127)

@@ -95,6 +95,13 @@ TEST(Environment, ValuesAnOuterTfpinExportedAreNotTheUsers) {
   EXPECT_EQ(env.at("TFPIN_ENV").find("KMP_BLOCKTIME"), std::string::npos);
 }
 
+TEST(Environment, ShimGoesFirstInLdPreloadOnce) {
+  EXPECT_EQ(tfpin::preload_with_shim("", "/l/shim.so"), "/l/shim.so");
+  EXPECT_EQ(tfpin::preload_with_shim("a.so b.so", "/l/shim.so"), "/l/shim.so:a.so b.so");
+  EXPECT_EQ(tfpin::preload_with_shim("a.so:/l/shim.so", "/l/shim.so"), "a.so:/l/shim.so");
+  EXPECT_EQ(tfpin::preload_with_shim("/l/shim.so.bak", "/l/shim.so"), "/l/shim.so:/l/shim.so.bak");
+}
+
 TEST(PlanCodec, RoundTrips) {
   for (auto [threads, interop] : {std::pair{36U, 2U}, {8U, 4U}, {1U, 1U}, {36U, 36U}}) {
     const tfpin::Plan plan = broadwell_plan(threads, interop);

@@ -42,6 +42,9 @@ using EnvSetter = std::function<void(const std::string&, const std::string&)>;
 std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
                                            const EnvGetter& get, const EnvSetter& set);
 
+// LD_PRELOAD with `shim` first, keeping the user's entries; unchanged when the shim is already in it.
+std::string preload_with_shim(std::string_view existing, std::string_view shim);
+
 // The plan as TFPIN_* variables, and back. decode returns nullopt when no plan is present
 // (no TFPIN_CPUS) and throws tfpin::Error when one is present but inconsistent.
 std::vector<EnvVar> encode_plan(const Plan& plan);
