@@ -37,23 +37,23 @@ int main(int argc, char** argv) {
                     "program)");
   run_app->add_flag("--enforce", run.enforce,
                     "overwrite thread variables the user already set (default: the user's win)");
-  run_app->add_option("program", run.program, "the program and its arguments (after --)")
-      ->type_name("PROGRAM [ARGS...]");
-  // Everything from the program name on belongs to the program, options included.
+  run_app->footer("PROGRAM [ARGS...] follows the options, after an optional --; everything from "
+                   "the program name on is the program's, options included.");
+  // CLI11 stops at the first positional (the program) and leaves the rest unparsed.
   run_app->prefix_command();
 
-  // Everything after the first "--" is the program's, verbatim; CLI11 sees only what comes before.
-  int tfpin_argc = argc;
+  // CLI11 mishandles a "--" in prefix mode, so tfpin's own arguments end at the first "--"; what
+  // follows is the program's, verbatim (unless a program name came before it: see below).
+  int split = argc;
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--") {
-      tfpin_argc = i;
-      run.program.assign(argv + i + 1, argv + argc);
+      split = i;
       break;
     }
   }
 
   try {
-    app.parse(tfpin_argc, argv);
+    app.parse(split, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -67,9 +67,20 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*show_app) return show();
-    // Without "--", prefix_command leaves the program's arguments after its name unparsed.
-    for (std::string& arg : run_app->remaining()) run.program.push_back(std::move(arg));
+    if (*show_app) {
+      if (split < argc) {
+        fmt::print(stderr, "tfpin show: unexpected arguments after --: it runs no program\n");
+        return exit_usage;
+      }
+      return show();
+    }
+    run.program = run_app->remaining();
+    if (split < argc) {
+      // "tfpin run -- prog args": the program starts after "--". "tfpin run prog a -- b": the "--"
+      // is one of the program's arguments.
+      const int first = run.program.empty() ? split + 1 : split;
+      run.program.insert(run.program.end(), argv + first, argv + argc);
+    }
     if (run.program.empty()) {
       fmt::print(stderr, "tfpin run: no program given; usage: tfpin run [OPTIONS] -- PROGRAM [ARGS...]\n");
       return exit_usage;

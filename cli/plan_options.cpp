@@ -1,38 +1,83 @@
 #include "plan_options.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+
 #include "tfpin/cpulist.hpp"
+#include "tfpin/error.hpp"
 #include "tfpin/options.hpp"
 
 namespace tfpin::cli {
 
 void PlanOptions::add_to(CLI::App& app) {
-  app.add_option("--threads", threads,
-                 "compute threads in total, inter-op x intra-op (default: one per allowed core)")
-      ->envname("TFPIN_THREADS")
-      ->type_name("N");
-  app.add_option("--interop", interop, "inter-op lanes; each gets threads/interop cores (default 1)")
-      ->envname("TFPIN_INTEROP")
-      ->type_name("M");
-  app.add_option("--cpuset", cpuset,
-                 "allowed CPUs as a cpulist, e.g. 0-3,8-11 (default: this process's affinity)")
-      ->type_name("LIST");
-  app.add_option("--blocktime", blocktime, "OpenMP spin time after a parallel region, ms (default 1)")
-      ->type_name("MS");
+  // TFPIN_THREADS / TFPIN_INTEROP are read in compute(): TFPIN_INTEROP is also the plan hand-over,
+  // which must not count as a request.
+  threads_option = app.add_option("--threads", threads,
+                                  "compute threads in total, inter-op x intra-op (default: "
+                                  "$TFPIN_THREADS, else one per allowed core)")
+                       ->type_name("N");
+  interop_option = app.add_option("--interop", interop,
+                                  "inter-op lanes; each gets threads/interop cores (default: "
+                                  "$TFPIN_INTEROP, else 1)")
+                       ->type_name("M");
+  cpuset_option = app.add_option("--cpuset", cpuset,
+                                 "allowed CPUs as a cpulist, e.g. 0-3,8-11 (default: this "
+                                 "process's affinity)")
+                      ->type_name("LIST");
+  blocktime_option = app.add_option("--blocktime", blocktime,
+                                    "OpenMP spin time after a parallel region, ms (default 1)")
+                         ->type_name("MS");
   app.add_flag("--hyperthreads", hyperthreads,
                "count every hardware thread as a slot (default: one thread per core)");
 }
 
+std::optional<std::string> process_getenv(const std::string& name) {
+  const char* value = std::getenv(name.c_str());
+  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+}
+
+namespace {
+
+bool given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
+
+}  // namespace
+
 ComputedPlan compute(const PlanOptions& options, Topology topology,
-                     std::optional<std::vector<unsigned>> allowed_default) {
+                     std::optional<std::vector<unsigned>> allowed) {
   PlacementRequest request;
-  if (!options.threads.empty()) request.threads = parse_count("--threads", options.threads);
-  if (!options.interop.empty()) request.interop = parse_count("--interop", options.interop);
+  if (given(options.threads_option)) {
+    request.threads = parse_count("--threads", options.threads);
+  } else if (auto text = requested_value(process_getenv, env_threads)) {
+    request.threads = parse_count(env_threads, *text);
+  }
+  if (given(options.interop_option)) {
+    request.interop = parse_count("--interop", options.interop);
+  } else if (auto text = requested_value(process_getenv, env_interop)) {
+    request.interop = parse_count(env_interop, *text);
+  }
   request.hyperthreads =
       options.hyperthreads ? HyperthreadPolicy::all : HyperthreadPolicy::one_per_core;
-  request.allowed = options.cpuset.empty() ? std::move(allowed_default)
-                                           : std::optional(parse_cpulist(options.cpuset, "--cpuset"));
+  if (given(options.cpuset_option)) {
+    std::vector<unsigned> cpus = parse_cpulist(options.cpuset, "--cpuset");
+    if (allowed) {
+      // Binding can narrow what this process may use, never widen it.
+      std::vector<unsigned> outside;
+      for (unsigned cpu : cpus) {
+        if (std::find(allowed->begin(), allowed->end(), cpu) == allowed->end()) outside.push_back(cpu);
+      }
+      if (!outside.empty()) {
+        throw Error(ErrorKind::invalid_request,
+                    fmt::format("--cpuset={}: CPUs {} are outside this process's CPUs ({})",
+                                options.cpuset, format_cpulist(outside), format_cpulist(*allowed)));
+      }
+    }
+    allowed = std::move(cpus);
+  }
+  request.allowed = std::move(allowed);
   EnvironmentPolicy policy;
-  if (!options.blocktime.empty()) {
+  if (given(options.blocktime_option)) {
     policy.blocktime_ms = parse_non_negative("--blocktime", options.blocktime, 1000);
   }
   Plan plan = compute_plan(topology, request);

@@ -12,11 +12,16 @@
 namespace tfpin::cli {
 
 struct PlanOptions {
-  std::string threads;   // kept as text: parse_count gives the project's own error messages
+  // Kept as text: parse_count gives the project's own messages, and "given but empty" is an error.
+  std::string threads;
   std::string interop;
   std::string cpuset;
   std::string blocktime;
   bool hyperthreads = false;
+  CLI::Option* threads_option = nullptr;
+  CLI::Option* interop_option = nullptr;
+  CLI::Option* cpuset_option = nullptr;
+  CLI::Option* blocktime_option = nullptr;
 
   void add_to(CLI::App& app);
 };
@@ -27,8 +32,11 @@ struct ComputedPlan {
   std::vector<EnvVar> environment;
 };
 
-// `allowed_default` is used when --cpuset is not given (nullopt = every online CPU).
+std::optional<std::string> process_getenv(const std::string& name);
+
+// `allowed` is the process's affinity on this host, nullopt for another machine's description
+// (every online CPU). --cpuset narrows it; on this host it may not widen it.
 ComputedPlan compute(const PlanOptions& options, Topology topology,
-                     std::optional<std::vector<unsigned>> allowed_default);
+                     std::optional<std::vector<unsigned>> allowed);
 
 }  // namespace tfpin::cli

@@ -37,11 +37,6 @@ std::string find_shim() {
   return "";
 }
 
-std::optional<std::string> process_getenv(const std::string& name) {
-  const char* value = std::getenv(name.c_str());
-  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-}
-
 }  // namespace
 
 int RunCommand::operator()() const {
@@ -52,10 +47,12 @@ int RunCommand::operator()() const {
   // The whole task's cpus: threads that are not OpenMP workers may run on any of them.
   bind_current_process(computed.plan.cpus());
   apply_memory_policy(computed.plan.memory);
-  export_environment(computed.environment, enforce, process_getenv,
-                     [](const std::string& name, const std::string& value) {
-                       ::setenv(name.c_str(), value.c_str(), 1);
-                     });
+  const EnvAccess env{process_getenv,
+                      [](const std::string& name, const std::string& value) {
+                        ::setenv(name.c_str(), value.c_str(), 1);
+                      },
+                      [](const std::string& name) { ::unsetenv(name.c_str()); }};
+  export_environment(computed.environment, enforce, env);
   if (!no_shim) {
     const std::string shim = find_shim();
     if (shim.empty()) {

@@ -36,6 +36,14 @@ void task_setenv(spank_t spank, const std::string& name, const std::string& valu
   }
 }
 
+EnvAccess task_environment(spank_t spank) {
+  return {[spank](const std::string& name) { return task_getenv(spank, name); },
+          [spank](const std::string& name, const std::string& value) {
+            task_setenv(spank, name, value);
+          },
+          [spank](const std::string& name) { spank_unsetenv(spank, name.c_str()); }};
+}
+
 std::string task_label(spank_t spank) {
   uint32_t job = 0;
   uint32_t step = 0;
@@ -43,7 +51,12 @@ std::string task_label(spank_t spank) {
   spank_get_item(spank, S_JOB_ID, &job);
   spank_get_item(spank, S_JOB_STEPID, &step);
   spank_get_item(spank, S_TASK_GLOBAL_ID, &task);
-  return fmt::format("job {} step {} task {}", job, step, task);
+  // Slurm's special step ids (slurm.h: SLURM_BATCH_SCRIPT, SLURM_EXTERN_CONT, ...).
+  std::string step_name = std::to_string(step);
+  if (step == 0xfffffffb) step_name = "batch";
+  if (step == 0xfffffffc) step_name = "extern";
+  if (step == 0xfffffffa) step_name = "interactive";
+  return fmt::format("job {} step {} task {}", job, step_name, task);
 }
 
 // Prepends the shim to LD_PRELOAD, keeping what the user preloads (and not adding it twice).
@@ -75,7 +88,7 @@ void report_warning(const std::string& message) {
 }
 
 int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
-  const auto getter = [spank](const std::string& name) { return task_getenv(spank, name); };
+  const EnvAccess env = task_environment(spank);
   const std::string label = task_label(spank);
   // The task fails; in a task slurm_error reaches both the slurmd log and the task's stderr.
   auto fail = [&label](const std::string& message) {
@@ -84,13 +97,21 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
   };
 
   try {
-    apply_environment(options, getter);
+    apply_environment(options, env.get);
     check_options(options, site);
   } catch (const Error& e) {
     return fail(e.what());
   }
-  if (options.off) return 0;
-  if (site.activation == Activation::on_request && !options.requested()) return 0;
+  if (options.off || (site.activation == Activation::on_request && !options.requested())) {
+    // Inside a tfpin'd job (a step of a batch script that has a plan) the parent's plan must not
+    // leak in: its cpus are not this step's, and its shim would enforce them.
+    try {
+      withdraw_environment(env);
+    } catch (const Error& e) {
+      return fail(e.what());
+    }
+    return 0;
+  }
 
   std::optional<Topology> topology;
   std::vector<unsigned> allowed;
@@ -123,10 +144,7 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
 
   const std::vector<EnvVar> environment = environment_for(plan, make_environment_policy(site));
   try {
-    export_environment(environment, site.override_env, getter,
-                       [spank](const std::string& name, const std::string& value) {
-                         task_setenv(spank, name, value);
-                       });
+    export_environment(environment, site.override_env, env);
     if (site.shim) preload_shim(spank, site);
   } catch (const Error& e) {
     return fail(e.what());

@@ -32,10 +32,14 @@ void apply_option(JobOptions& options, OptionId id, const char* optarg) {
 
 void apply_environment(JobOptions& options, const EnvGetter& get) {
   if (!options.threads) {
-    if (auto text = get(std::string(env_threads))) options.threads = parse_count(env_threads, *text);
+    if (auto text = requested_value(get, env_threads)) {
+      options.threads = parse_count(env_threads, *text);
+    }
   }
   if (!options.interop) {
-    if (auto text = get(std::string(env_interop))) options.interop = parse_count(env_interop, *text);
+    if (auto text = requested_value(get, env_interop)) {
+      options.interop = parse_count(env_interop, *text);
+    }
   }
 }
 
@@ -52,13 +56,13 @@ void check_options(const JobOptions& options, const SiteConfig& site) {
                   fmt::format("{}={} is above this site's limit of {} threads", threads_option,
                               *options.threads, site.max_threads));
     }
-    if (*options.threads % interop != 0) {
+    // A site default interop adapts at launch (make_request); only the user's must divide N.
+    if (options.interop && *options.threads % interop != 0) {
       throw Error(ErrorKind::invalid_request,
-                  fmt::format("{}={} is not a multiple of {}={}{}: every inter-op lane gets the "
+                  fmt::format("{}={} is not a multiple of {}={}: every inter-op lane gets the "
                               "same number of cores (valid: {}, {}, {}, ...)",
-                              threads_option, *options.threads, interop_option, interop,
-                              options.interop ? "" : " (the site default)", interop, 2 * interop,
-                              3 * interop));
+                              threads_option, *options.threads, interop_option, interop, interop,
+                              2 * interop, 3 * interop));
     }
   }
   if (options.hyperthreads && site.hyperthreads == SiteHyperthreads::never) {
@@ -71,6 +75,7 @@ PlacementRequest make_request(const JobOptions& options, const SiteConfig& site)
   PlacementRequest request;
   request.threads = options.threads;
   request.interop = options.interop.value_or(site.interop);
+  request.interop_is_default = !options.interop;
   const bool hyperthreads = site.hyperthreads != SiteHyperthreads::never &&
                             (options.hyperthreads || site.hyperthreads == SiteHyperthreads::yes);
   request.hyperthreads = hyperthreads ? HyperthreadPolicy::all : HyperthreadPolicy::one_per_core;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -55,40 +56,92 @@ std::vector<EnvVar> environment_for(const Plan& plan, const EnvironmentPolicy& p
   return vars;
 }
 
-std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
-                                           const EnvGetter& get, const EnvSetter& set) {
-  // What an outer tfpin set, so that its values are not mistaken for the user's.
-  std::map<std::string, std::string, std::less<>> outer;
-  if (const auto recorded = get(std::string(env_exported))) {
-    std::string_view rest = *recorded;
-    while (!rest.empty()) {
-      const auto end = std::min(rest.find(';'), rest.size());
-      const std::string_view item = rest.substr(0, end);
-      if (const auto eq = item.find('='); eq != std::string_view::npos) {
-        outer.emplace(item.substr(0, eq), item.substr(eq + 1));
-      }
-      rest.remove_prefix(std::min(end + 1, rest.size()));
+namespace {
+
+using Recorded = std::map<std::string, std::string, std::less<>>;
+
+// TFPIN_ENV: "NAME=VALUE;..." of what an outer tfpin set.
+Recorded recorded_exports(const EnvGetter& get) {
+  Recorded recorded;
+  const auto text = get(std::string(env_exported));
+  if (!text) return recorded;
+  std::string_view rest = *text;
+  while (!rest.empty()) {
+    const auto end = std::min(rest.find(';'), rest.size());
+    const std::string_view item = rest.substr(0, end);
+    if (const auto eq = item.find('='); eq != std::string_view::npos) {
+      recorded.emplace(item.substr(0, eq), item.substr(eq + 1));
     }
+    rest.remove_prefix(std::min(end + 1, rest.size()));
   }
+  return recorded;
+}
+
+// True when `name` still holds the value an outer tfpin gave it.
+bool still_tfpins(const Recorded& recorded, const std::string& name,
+                  const std::optional<std::string>& current) {
+  const auto it = recorded.find(name);
+  return current && it != recorded.end() && it->second == *current;
+}
+
+}  // namespace
+
+std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
+                                           const EnvAccess& env) {
+  const Recorded outer = recorded_exports(env.get);
   std::vector<EnvOutcome> outcomes;
   outcomes.reserve(vars.size());
-  std::string recorded;
+  std::string record;
+  std::set<std::string, std::less<>> planned;
   for (const EnvVar& var : vars) {
+    planned.insert(var.name);
     if (!var.handover && !enforce) {
-      const auto existing = get(var.name);
-      const auto from_outer = outer.find(var.name);
-      const bool users = existing && (from_outer == outer.end() || from_outer->second != *existing);
-      if (users) {
+      const auto existing = env.get(var.name);
+      if (existing && !still_tfpins(outer, var.name, existing)) {
         outcomes.push_back({var.name, *existing, true});
         continue;
       }
     }
-    set(var.name, var.value);
+    env.set(var.name, var.value);
     outcomes.push_back({var.name, var.value, false});
-    if (!var.handover) recorded += fmt::format("{}{}={}", recorded.empty() ? "" : ";", var.name, var.value);
+    record += fmt::format("{}{}={}", record.empty() ? "" : ";", var.name, var.value);
   }
-  set(std::string(env_exported), recorded);
+  for (const auto& [name, value] : outer) {
+    if (!planned.contains(name) && still_tfpins(outer, name, env.get(name))) env.unset(name);
+  }
+  env.set(std::string(env_exported), record);
   return outcomes;
+}
+
+void withdraw_environment(const EnvAccess& env) {
+  const Recorded outer = recorded_exports(env.get);
+  for (const auto& [name, value] : outer) {
+    if (still_tfpins(outer, name, env.get(name))) env.unset(name);
+  }
+  if (const auto preload = env.get("LD_PRELOAD")) {
+    std::string kept;
+    std::string_view rest = *preload;
+    while (!rest.empty()) {
+      const auto end = std::min(rest.find_first_of(" :"), rest.size());
+      const std::string_view entry = rest.substr(0, end);
+      const bool is_shim = entry == shim_file_name || entry.ends_with(fmt::format("/{}", shim_file_name));
+      if (!entry.empty() && !is_shim) kept += fmt::format("{}{}", kept.empty() ? "" : ":", entry);
+      rest.remove_prefix(std::min(end + 1, rest.size()));
+    }
+    if (kept.empty()) {
+      env.unset("LD_PRELOAD");
+    } else if (kept != *preload) {
+      env.set("LD_PRELOAD", kept);
+    }
+  }
+  env.unset(std::string(env_exported));
+}
+
+std::optional<std::string> requested_value(const EnvGetter& get, std::string_view name) {
+  const std::string key(name);
+  auto value = get(key);
+  if (still_tfpins(recorded_exports(get), key, value)) return std::nullopt;
+  return value;
 }
 
 std::string preload_with_shim(std::string_view existing, std::string_view shim) {

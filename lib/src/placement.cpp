@@ -169,7 +169,12 @@ Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
   for (const Domain& d : domains) available += static_cast<unsigned>(d.slots.size());
   const char* unit = request.hyperthreads == HyperthreadPolicy::all ? "hardware threads" : "cores";
 
-  const unsigned interop = request.interop;
+  unsigned interop = request.interop;
+  if (request.interop_is_default) {
+    while (interop > 1 && (interop > available || (request.threads && *request.threads % interop != 0))) {
+      --interop;
+    }
+  }
   if (interop == 0) {
     invalid(fmt::format("{}=0 is not valid: the number of inter-op lanes must be at least 1 "
                         "(valid: 1..{})",

@@ -18,8 +18,10 @@ PROBE = ("grep -E '^(Cpus_allowed_list|Mems_allowed_list)' /proc/self/status; "
 def tfpin(*args, env=None):
     full_env = dict(os.environ)
     for name in list(full_env):
-        if name.startswith(("TFPIN_THREADS", "TFPIN_INTEROP")):
-            del full_env[name]  # an outer plan must not leak into these tests
+        # An outer plan (these tests may run inside a tfpin'd job) must not leak in.
+        if name.startswith(("TFPIN_", "OMP_", "KMP_", "GOMP_", "TF_NUM", "MKL_", "OPENBLAS_")) \
+                or name == "LD_PRELOAD":
+            del full_env[name]
     full_env.update(env or {})
     return subprocess.run([TFPIN, *args], capture_output=True, text=True, env=full_env, timeout=60)
 
@@ -117,9 +119,34 @@ class Run(unittest.TestCase):
         self.assertEqual(tfpin("run", "true").returncode, 0)
 
     def test_program_arguments_are_not_parsed_as_tfpin_options(self):
-        proc = tfpin("run", "--", "echo", "--threads", "abc")
+        cases = [
+            (["--", "echo", "--threads", "abc"], "--threads abc"),
+            (["echo", "--threads", "abc"], "--threads abc"),
+            (["echo", "A", "--", "B", "C"], "A -- B C"),
+            (["--threads", "1", "--", "echo", "-v", "--", "x"], "-v -- x"),
+            (["sh", "-c", 'echo "$@"', "sh", "--help"], "--help"),
+            (["--threads", "1", "echo", "--threads", "2"], "--threads 2"),
+        ]
+        for args, printed in cases:
+            with self.subTest(args=args):
+                proc = tfpin("run", "--no-shim", *args)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(proc.stdout.strip(), printed)
+
+    def test_cpuset_cannot_widen_this_process(self):
+        allowed = sorted(os.sched_getaffinity(0))
+        proc = subprocess.run(["taskset", "-c", str(allowed[0]), TFPIN, "run", "--cpuset",
+                               f"{allowed[0]},{max(allowed) + 1}", "--", "true"],
+                              capture_output=True, text=True, timeout=60)
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("outside this process's CPUs", proc.stderr)
+
+    def test_nested_run_gets_its_own_plan(self):
+        proc = tfpin("run", "--no-shim", "--interop", str(len(os.sched_getaffinity(0))), "--",
+                     TFPIN, "run", "--no-shim", "--threads", "1", "--", "sh", "-c",
+                     "echo $TFPIN_INTEROP $OMP_NUM_THREADS $TF_NUM_INTEROP_THREADS")
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertEqual(proc.stdout.strip(), "--threads abc")
+        self.assertEqual(proc.stdout.split(), ["1", "1", "1"])
 
     def test_shim_is_preloaded_unless_no_shim(self):
         import tempfile
@@ -149,6 +176,9 @@ class BadArguments(unittest.TestCase):
         (["--threads", "4096"], "--threads=4096 is more than the"),
         (["--cpuset", "0-x"], "--cpuset='0-x'"),
         (["--blocktime", "-1"], "--blocktime=-1 is not a whole number"),
+        (["--threads", ""], "--threads needs a value"),
+        (["--interop="], "--interop"),
+        (["--cpuset", ""], "--cpuset is empty"),
     ]
 
     def test_run_refuses_with_exit_2_and_a_message(self):
@@ -171,6 +201,15 @@ class BadArguments(unittest.TestCase):
                 proc = tfpin(*args)
                 self.assertEqual(proc.returncode, 2)
                 self.assertIn("program", proc.stderr)
+
+    def test_empty_environment_request_is_refused(self):
+        proc = tfpin("show", env={"TFPIN_THREADS": ""})
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("TFPIN_THREADS needs a value", proc.stderr)
+
+    def test_show_runs_no_program(self):
+        proc = tfpin("show", "--", "x")
+        self.assertEqual(proc.returncode, 2)
 
     def test_unknown_option_and_subcommand(self):
         self.assertEqual(tfpin("show", "--bogus").returncode, 2)

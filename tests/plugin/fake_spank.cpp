@@ -60,6 +60,11 @@ spank_err_t spank_setenv(spank_t, const char* var, const char* val, int overwrit
   return static_cast<spank_err_t>(ESPANK_SUCCESS);
 }
 
+spank_err_t spank_unsetenv(spank_t, const char* var) {
+  fake_spank::state().task_env.erase(var);
+  return static_cast<spank_err_t>(ESPANK_SUCCESS);
+}
+
 spank_err_t spank_get_item(spank_t, spank_item_t item, ...) {
   va_list args;
   va_start(args, item);

@@ -145,6 +145,28 @@ class OnRequest(unittest.TestCase):
         self.assertIn("--tf-threads=3 is not a multiple of --tf-interop=2", r.stderr)
         self.assertEqual(job_count(self.cluster), before, "a refused job was queued")
 
+    def test_steps_without_tfpin_inside_a_tfpind_batch_job_get_no_plan(self):
+        state, out = self.run_batch(
+            "#!/bin/sh\n#SBATCH -c 2\n#SBATCH --tf-threads=2\n"
+            f"srun -n 1 -c 1 --tf-off sh -c '{PROBE}'\n")
+        self.assertEqual(state, "COMPLETED", out)
+        task = probes(out)[0]
+        self.assertEqual(len(cpus_allowed(task["cpus"])), 1)
+        self.assertEqual(task["TFPIN_CPUS"], "unset")
+        self.assertEqual(task["OMP_NUM_THREADS"], "unset")
+        self.assertNotIn("libtfpin-shim", task["LD_PRELOAD"])
+
+    def test_handed_over_interop_is_not_a_request(self):
+        # The environment of a tfpin'd task, without any --tf-* option: nothing is requested.
+        env = {"TFPIN_INTEROP": "2", "TFPIN_CPUS": "0,1", "TFPIN_INTRA": "1",
+               "TFPIN_ENV": "TFPIN_INTEROP=2;TFPIN_CPUS=0,1;TFPIN_INTRA=1;OMP_NUM_THREADS=1",
+               "OMP_NUM_THREADS": "1"}
+        r = self.cluster.srun(["-c", "1", "sh", "-c", PROBE], env_extra=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        task = probes(r.stdout)[0]
+        self.assertEqual(task["TFPIN_CPUS"], "unset")
+        self.assertEqual(task["OMP_NUM_THREADS"], "unset")
+
     def test_more_threads_than_allocated_fails_the_task(self):
         r = self.cluster.srun(["-c", "1", "--tf-threads=2", "true"])
         self.assertNotEqual(r.returncode, 0)
@@ -174,8 +196,18 @@ class AlwaysAndClamp(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.cluster = LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=plugstack(
-            "activation=always", "enforcement=clamp", "override_env=yes", "interop=1",
+            "activation=always", "enforcement=clamp", "override_env=yes", "interop=2",
             "blocktime=0")).start()
+
+    def test_site_default_interop_adapts_to_small_tasks(self):
+        r = self.cluster.srun(["-c", "1", "sh", "-c", PROBE])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(probes(r.stdout)[0]["TF_NUM_INTEROP_THREADS"], "1")
+        r = self.cluster.srun(["-c", "2", "sh", "-c", PROBE])
+        self.assertEqual(probes(r.stdout)[0]["TF_NUM_INTEROP_THREADS"], "2")
+        r = self.cluster.srun(["-c", "2", "--tf-threads=1", "sh", "-c", PROBE])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(probes(r.stdout)[0]["TF_NUM_INTEROP_THREADS"], "1")
 
     @classmethod
     def tearDownClass(cls):
@@ -186,7 +218,8 @@ class AlwaysAndClamp(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         task = probes(r.stdout)[0]
         self.assertEqual(sorted(map(int, task["TFPIN_CPUS"].split(","))), [0, 1])
-        self.assertEqual(task["OMP_NUM_THREADS"], "2")
+        self.assertEqual(task["OMP_NUM_THREADS"], "1")  # site interop=2: 2 lanes of 1
+        self.assertEqual(task["TF_NUM_INTEROP_THREADS"], "2")
         self.assertIn("KMP_BLOCKTIME=0", r.stdout)
 
     def test_tf_off_leaves_the_job_alone(self):
@@ -204,7 +237,7 @@ class AlwaysAndClamp(unittest.TestCase):
 
     def test_site_enforces_over_user_values(self):
         r = self.cluster.srun(["-c", "2", "sh", "-c", PROBE], env_extra={"OMP_NUM_THREADS": "7"})
-        self.assertEqual(probes(r.stdout)[0]["OMP_NUM_THREADS"], "2")
+        self.assertEqual(probes(r.stdout)[0]["OMP_NUM_THREADS"], "1")
 
 
 @unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")

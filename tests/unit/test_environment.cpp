@@ -17,6 +17,21 @@ tfpin::EnvGetter getter(const Env& env) {
   };
 }
 
+tfpin::Plan broadwell_plan(unsigned threads, unsigned interop);
+
+tfpin::EnvAccess access(Env& env) {
+  return {getter(env), [&env](const std::string& n, const std::string& v) { env[n] = v; },
+          [&env](const std::string& n) { env.erase(n); }};
+}
+
+tfpin::Plan broadwell_plan_ht(unsigned threads, unsigned interop) {
+  tfpin::PlacementRequest r;
+  r.threads = threads;
+  r.interop = interop;
+  r.hyperthreads = tfpin::HyperthreadPolicy::all;
+  return tfpin::compute_plan(tfpin::Topology::load(fixture("broadwell-2x18-ht.xml")), r);
+}
+
 Env as_map(const std::vector<tfpin::EnvVar>& vars) {
   Env env;
   for (const auto& var : vars) env[var.name] = var.value;
@@ -70,29 +85,61 @@ TEST(Environment, SitePolicies) {
 TEST(Environment, UserValuesWinUnlessEnforcedButTheHandoverAlwaysWins) {
   const auto vars = tfpin::environment_for(broadwell_plan(8, 2), {});
   Env env = {{"OMP_NUM_THREADS", "64"}, {"TFPIN_CPUS", "0-63"}};
-  auto set = [&env](const std::string& n, const std::string& v) { env[n] = v; };
-  const auto outcomes = tfpin::export_environment(vars, false, getter(env), set);
+  const auto outcomes = tfpin::export_environment(vars, false, access(env));
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "64");
   EXPECT_EQ(env.at("TFPIN_CPUS"), "0-3,18-21");
   const auto kept = std::count_if(outcomes.begin(), outcomes.end(), [](auto& o) { return o.kept_user; });
   EXPECT_EQ(kept, 1);
-  tfpin::export_environment(vars, true, getter(env), set);
+  tfpin::export_environment(vars, true, access(env));
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4");
 }
 
 TEST(Environment, ValuesAnOuterTfpinExportedAreNotTheUsers) {
   Env env;
-  auto set = [&env](const std::string& n, const std::string& v) { env[n] = v; };
-  tfpin::export_environment(tfpin::environment_for(broadwell_plan(36, 2), {}), false, getter(env), set);
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(36, 2), {}), false, access(env));
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "18");
   EXPECT_NE(env.at("TFPIN_ENV").find("OMP_NUM_THREADS=18"), std::string::npos);
   // An inner step with 4 cores: the outer counts give way ...
   env["KMP_BLOCKTIME"] = "30";  // ... but what the user changed in between stays.
-  tfpin::export_environment(tfpin::environment_for(broadwell_plan(4, 1), {}), false, getter(env), set);
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(4, 1), {}), false, access(env));
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4");
   EXPECT_EQ(env.at("TF_NUM_INTEROP_THREADS"), "1");
   EXPECT_EQ(env.at("KMP_BLOCKTIME"), "30");
   EXPECT_EQ(env.at("TFPIN_ENV").find("KMP_BLOCKTIME"), std::string::npos);
+}
+
+TEST(Environment, VariablesOnlyTheOuterPlanSetAreRemoved) {
+  Env env;
+  tfpin::EnvironmentPolicy passive;
+  passive.blocktime_ms = 0;
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(4, 1), passive), false, access(env));
+  EXPECT_EQ(env.at("KMP_HW_SUBSET"), "1T");
+  EXPECT_EQ(env.at("OMP_WAIT_POLICY"), "PASSIVE");
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan_ht(4, 1), {}), false, access(env));
+  EXPECT_FALSE(env.contains("KMP_HW_SUBSET"));    // hyperthreads inside: no 1T
+  EXPECT_FALSE(env.contains("OMP_WAIT_POLICY"));  // default blocktime inside
+}
+
+TEST(Environment, WithdrawRemovesTheOuterPlanButNotTheUsersValues) {
+  Env env = {{"LD_PRELOAD", "/opt/libuser.so"}, {"PATH", "/bin"}};
+  env["LD_PRELOAD"] = tfpin::preload_with_shim(env["LD_PRELOAD"], "/usr/lib/tfpin/libtfpin-shim.so");
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(36, 2), {}), false, access(env));
+  env["OMP_NUM_THREADS"] = "3";  // the user's own, set after tfpin
+  tfpin::withdraw_environment(access(env));
+  EXPECT_EQ(env, (Env{{"LD_PRELOAD", "/opt/libuser.so"}, {"PATH", "/bin"}, {"OMP_NUM_THREADS", "3"}}));
+  Env only_shim = {{"LD_PRELOAD", "libtfpin-shim.so"}};
+  tfpin::withdraw_environment(access(only_shim));
+  EXPECT_TRUE(only_shim.empty());
+}
+
+TEST(Environment, HandedOverInteropIsNotARequest) {
+  Env env = {{"TFPIN_THREADS", "8"}};
+  EXPECT_EQ(tfpin::requested_value(getter(env), "TFPIN_THREADS"), "8");
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(36, 2), {}), false, access(env));
+  EXPECT_EQ(env.at("TFPIN_INTEROP"), "2");
+  EXPECT_EQ(tfpin::requested_value(getter(env), "TFPIN_INTEROP"), std::nullopt);
+  env["TFPIN_INTEROP"] = "4";  // the user's request for an inner step
+  EXPECT_EQ(tfpin::requested_value(getter(env), "TFPIN_INTEROP"), "4");
 }
 
 TEST(Environment, ShimGoesFirstInLdPreloadOnce) {

@@ -33,17 +33,37 @@ struct EnvOutcome {
   bool kept_user = false;    // the user's own value was kept (not enforced)
 };
 
-// Exports `vars` through `set`, consulting `get` for values the user already has: those win unless
-// `enforce`, except the TFPIN_* hand-over which always reflects the plan. A value equal to what an
-// outer tfpin exported (recorded in TFPIN_ENV) is not the user's: an inner step with fewer cores
-// must get its own counts, not the batch step's.
 using EnvGetter = std::function<std::optional<std::string>(const std::string&)>;
-using EnvSetter = std::function<void(const std::string&, const std::string&)>;
+
+// Access to the environment being prepared (the process's own for `tfpin run`, the task's in the
+// plugin).
+struct EnvAccess {
+  EnvGetter get;
+  std::function<void(const std::string&, const std::string&)> set;
+  std::function<void(const std::string&)> unset;
+};
+
+// Exports `vars`. Values the user already has win unless `enforce`, except the TFPIN_* hand-over
+// which always reflects the plan. What tfpin sets is recorded in TFPIN_ENV, so that an inner tfpin
+// (a narrower srun step, a nested `tfpin run`) knows those values are tfpin's and not the user's: it
+// replaces them, and unsets those its own plan does not set (e.g. KMP_HW_SUBSET under
+// --hyperthreads). A value the user changed in between stays the user's.
 std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
-                                           const EnvGetter& get, const EnvSetter& set);
+                                           const EnvAccess& env);
+
+// Removes what an outer tfpin exported (where the value is still tfpin's), its hand-over, and the
+// shim from LD_PRELOAD: for a step or program that runs without tfpin inside a tfpin'd task.
+void withdraw_environment(const EnvAccess& env);
+
+// The user's request in variable `name` (TFPIN_THREADS, TFPIN_INTEROP), or nullopt. TFPIN_INTEROP is
+// also part of the hand-over; the value tfpin itself exported is not a request.
+std::optional<std::string> requested_value(const EnvGetter& get, std::string_view name);
 
 // LD_PRELOAD with `shim` first, keeping the user's entries; unchanged when the shim is already in it.
 std::string preload_with_shim(std::string_view existing, std::string_view shim);
+
+// File name of the shim, as it appears in LD_PRELOAD.
+inline constexpr std::string_view shim_file_name = "libtfpin-shim.so";
 
 // The plan as TFPIN_* variables, and back. decode returns nullopt when no plan is present
 // (no TFPIN_CPUS) and throws tfpin::Error when one is present but inconsistent.

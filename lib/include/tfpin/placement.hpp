@@ -31,6 +31,9 @@ struct PlacementRequest {
   HyperthreadPolicy hyperthreads = HyperthreadPolicy::one_per_core;
   std::optional<std::vector<unsigned>> allowed;  // OS PU indices; unset = every online PU
   bool clamp = false;  // N larger than what is allowed: shrink to fit (with a warning) instead of failing
+  // M is a site default rather than the user's: it shrinks to the largest value that divides N and
+  // fits the allowed cores instead of failing a request that never mentioned it.
+  bool interop_is_default = false;
   OptionNames names;
 };
 

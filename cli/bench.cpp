@@ -1,0 +1,311 @@
+// `tfpin bench`: build a model-zoo network, compile it for the thread plan, run warm-up and timed
+// steps and report images/sec the way tf_cnn_benchmarks does.
+#include "bench.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <random>
+
+#include "commands.hpp"
+#include "tfpin/cpulist.hpp"
+#include "tfpin/engine/models.hpp"
+#include "tfpin/engine/runtime.hpp"
+#include "tfpin/engine/threads.hpp"
+#include "tfpin/error.hpp"
+#include "tfpin/options.hpp"
+
+namespace tfpin::cli {
+
+namespace {
+
+using tfpin::engine::Layout;
+using tfpin::engine::Model;
+
+[[noreturn]] void usage_error(const std::string& message) {
+  throw Error(ErrorKind::invalid_request, message);
+}
+
+struct Stats {
+  double mean = 0;         // images/sec from the mean step time
+  double uncertainty = 0;  // standard error of the per-step speeds
+  double jitter = 0;       // 1.4826 x median absolute deviation of the per-step speeds
+};
+
+// tf_cnn_benchmarks' get_perf_timing_str.
+Stats perf_stats(double batch, const std::vector<double>& times) {
+  Stats s;
+  if (times.empty()) return s;
+  const double n = static_cast<double>(times.size());
+  const double mean_time = std::accumulate(times.begin(), times.end(), 0.0) / n;
+  s.mean = batch / mean_time;
+  std::vector<double> speeds;
+  for (double t : times) speeds.push_back(batch / t);
+  const double mean_speed = std::accumulate(speeds.begin(), speeds.end(), 0.0) / n;
+  double var = 0;
+  for (double v : speeds) var += (v - mean_speed) * (v - mean_speed);
+  s.uncertainty = std::sqrt(var / n) / std::sqrt(n);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t m = v.size() / 2;
+    return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  };
+  const double med = median(speeds);
+  std::vector<double> dev;
+  for (double v : speeds) dev.push_back(std::abs(v - med));
+  s.jitter = 1.4826 * median(dev);
+  return s;
+}
+
+std::string perf_string(const Stats& s) {
+  return fmt::format("images/sec: {:.1f} +/- {:.1f} (jitter = {:.1f})", s.mean, s.uncertainty,
+                     s.jitter);
+}
+
+std::string bytes_string(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
+  CLI::App* sub = app.add_subcommand(
+      "bench", "images/sec of a standard CNN on the engine (tf_cnn_benchmarks' flags and output)");
+  sub->add_option("--model", bench.model,
+                  fmt::format("{} (default resnet50)", fmt::join(engine::model_names(), "|")))
+      ->type_name("NAME");
+  sub->add_option("--batch_size", bench.batch_size, "images per step (default 32)")->type_name("B");
+  sub->add_option("--num_batches", bench.num_batches, "timed steps (default 100)")->type_name("N");
+  sub->add_option("--num_warmup_batches", bench.num_warmup_batches,
+                  "untimed steps first (default 10)")
+      ->type_name("N");
+  sub->add_option("--data_format", bench.data_format, "layout of the input images: NHWC|NCHW (default NHWC)")
+      ->type_name("NHWC|NCHW");
+  sub->add_option("--num_intra_threads", bench.num_intra_threads,
+                  "OpenMP threads per inter-op lane (default: TF_NUM_INTRAOP_THREADS, "
+                  "OMP_NUM_THREADS, the tfpin plan, else cores / lanes; 0 = default)")
+      ->type_name("I");
+  sub->add_option("--num_inter_threads", bench.num_inter_threads,
+                  "inter-op lanes running independent operators concurrently (default: "
+                  "TF_NUM_INTEROP_THREADS, the tfpin plan, else 1; 0 = default)")
+      ->type_name("M");
+  sub->add_flag("--forward_only", bench.forward_only, "inference only (required this release)");
+  sub->add_option("--trace_file", bench.trace_file,
+                  "write a Chrome trace (JSON) of the timed steps: one event per operator")
+      ->type_name("FILE");
+  sub->add_flag("--json", bench.json, "print one JSON object instead of the text report");
+  sub->add_flag("--no_fusion", bench.no_fusion,
+                "compile without batch-norm folding and post-op fusion (for comparison)");
+  sub->add_flag("--no_winograd", bench.no_winograd,
+                "direct convolutions only (default: Winograd where oneDNN finds it faster)");
+  sub->add_flag("--any_layouts", bench.any_layouts,
+                "let oneDNN choose convolution layouts (default: blocked nChw16c)");
+  sub->add_flag("-v,--verbose", bench.verbose,
+                "print the compiled steps (oneDNN implementation and layouts) to stderr");
+  return sub;
+}
+
+int BenchCommand::operator()() const {
+  const auto model_value = engine::parse_model(model);
+  if (!model_value) {
+    usage_error(fmt::format("--model={} is not a model of the zoo (valid: {})", model,
+                            fmt::join(engine::model_names(), ", ")));
+  }
+  const auto layout = engine::parse_layout(data_format);
+  if (!layout) {
+    usage_error(fmt::format("--data_format={} is not a layout (valid: NHWC, NCHW)", data_format));
+  }
+  const unsigned batch = parse_count("--batch_size", batch_size, 1u << 30);
+  const unsigned steps = parse_count("--num_batches", num_batches, 1000000);
+  const unsigned warmup = parse_non_negative("--num_warmup_batches", num_warmup_batches, 1000000);
+  engine::ThreadRequest request;
+  if (!num_intra_threads.empty()) {
+    request.intra = parse_non_negative("--num_intra_threads", num_intra_threads, max_count);
+  }
+  if (!num_inter_threads.empty()) {
+    request.inter = parse_non_negative("--num_inter_threads", num_inter_threads, max_count);
+  }
+  if (!forward_only) {
+    usage_error(
+        "training (tfpin bench without --forward_only) is not implemented yet: the engine has no "
+        "backward pass this release; pass --forward_only to measure inference");
+  }
+  const engine::ThreadSettings threads = engine::resolve_threads(request, engine::process_environment());
+
+  const bool progress = !json && isatty(STDERR_FILENO) != 0;
+  std::vector<unsigned> all_cpus;
+  for (const auto& lane : threads.lane_cpus) all_cpus.insert(all_cpus.end(), lane.begin(), lane.end());
+  if (!json) {
+    const dnnl_version_t* v = dnnl_version();
+    fmt::print("tfpin engine: oneDNN {}.{}.{} ({})\n", v->major, v->minor, v->patch,
+               v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other runtime");
+    fmt::print("Model:       {}\n", model);
+    fmt::print("Dataset:     imagenet (synthetic)\n");
+    fmt::print("Mode:        forward-only (inference)\n");
+    fmt::print("Batch size:  {} global\n             {} per device\n", batch, batch);
+    fmt::print("Num batches: {}\n", steps);
+    fmt::print("Devices:     ['/cpu:0']\n");
+    fmt::print("Data format: {}\n", engine::to_string(*layout));
+    fmt::print("Threads:     intra {} ({}), inter-op {} ({}), lanes {} ({})\n", threads.intra,
+               threads.intra_source, threads.inter, threads.inter_source,
+               fmt::join([&] {
+                 std::vector<std::string> lanes;
+                 for (const auto& l : threads.lane_cpus) lanes.push_back(format_cpulist(l));
+                 return lanes;
+               }(), " | "),
+               threads.cpus_source);
+    fmt::print("==========\nGenerating model\n");
+    std::fflush(stdout);
+  }
+
+  const engine::Graph graph = engine::build_model(*model_value, batch, *layout);
+  engine::CompileOptions options;
+  options.lanes = threads.inter;
+  options.intra = threads.intra;
+  options.lane_cpus = threads.lane_cpus;
+  options.fusion = !no_fusion;
+  options.winograd = !no_winograd;
+  options.blocked_layouts = !any_layouts;
+  options.trace = !trace_file.empty();
+  std::unique_ptr<engine::Runtime> runtime;
+  engine::Status status = engine::Runtime::create(graph, options, &runtime);
+  auto check = [&](const engine::Status& s, const char* what) {
+    if (s.ok()) return;
+    fmt::print(stderr, "tfpin bench: {}: {}\n", what, s.to_string());
+    const bool user = s.code() == engine::StatusCode::out_of_memory ||
+                      s.code() == engine::StatusCode::invalid_argument;
+    throw Error(user ? ErrorKind::invalid_request : ErrorKind::system, "");
+  };
+  try {
+    check(status, "cannot compile the model");
+  } catch (const Error&) {
+    return status.code() == engine::StatusCode::out_of_memory ? exit_usage : exit_failure;
+  }
+  if (verbose) fmt::print(stderr, "{}", runtime->describe());
+  const engine::CompileReport& report = runtime->report();
+
+  const engine::TensorInfo& in_info = runtime->inputs().at(0);
+  const engine::TensorInfo& out_info = runtime->outputs().at(0);
+  std::vector<float> images(in_info.elements());
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& x : images) x = dist(rng);
+  std::vector<float> probabilities(out_info.elements());
+  const engine::ExternalInput in[] = {{in_info.name, images.data()}};
+  const engine::ExternalOutput out[] = {{out_info.name, probabilities.data()}};
+  status = runtime->setup(in, out);
+  if (!status.ok()) {
+    fmt::print(stderr, "tfpin bench: setup failed: {}\n", status.to_string());
+    return exit_failure;
+  }
+  auto run_step = [&]() {
+    engine::Status s = runtime->run();
+    if (!s.ok()) {
+      if (progress) fmt::print(stderr, "\r\033[K");
+      fmt::print(stderr, "tfpin bench: step failed: {}\n", s.to_string());
+      return false;
+    }
+    return true;
+  };
+
+  using Clock = std::chrono::steady_clock;
+  if (!json) fmt::print("Running warm up\n");
+  std::fflush(stdout);
+  for (unsigned i = 0; i < warmup; ++i) {
+    if (progress) fmt::print(stderr, "\rwarm-up {}/{}", i + 1, warmup);
+    if (!run_step()) return exit_failure;
+  }
+  runtime->take_trace();  // keep only the timed steps
+  if (progress) fmt::print(stderr, "\r\033[K");
+  if (!json) fmt::print("Done warm up\nStep\tImg/sec\n");
+  std::fflush(stdout);
+  std::vector<double> times;
+  const auto start = Clock::now();
+  for (unsigned i = 0; i < steps; ++i) {
+    const auto t0 = Clock::now();
+    if (!run_step()) return exit_failure;
+    times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    if (progress) {
+      fmt::print(stderr, "\rstep {}/{}: {:.1f} images/sec", i + 1, steps, batch / times.back());
+    }
+    if (!json && (i == 0 || (i + 1) % 10 == 0)) {
+      if (progress) fmt::print(stderr, "\r\033[K");
+      fmt::print("{}\t{}\n", i + 1, perf_string(perf_stats(batch, times)));
+      std::fflush(stdout);
+    }
+  }
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  if (progress) fmt::print(stderr, "\r\033[K");
+  const double total = static_cast<double>(batch) * steps / elapsed;
+  const Stats stats = perf_stats(batch, times);
+  bool finite = std::all_of(probabilities.begin(), probabilities.end(),
+                            [](float p) { return std::isfinite(p); });
+
+  if (!trace_file.empty()) {
+    std::ofstream f(trace_file);
+    f << engine::chrome_trace_json(runtime->take_trace());
+    if (!f) {
+      fmt::print(stderr, "tfpin bench: cannot write --trace_file={}\n", trace_file);
+      return exit_failure;
+    }
+  }
+  const double flops_per_image = report.flops / batch;
+  if (json) {
+    nlohmann::json j;
+    j["model"] = model;
+    j["batch_size"] = batch;
+    j["num_batches"] = steps;
+    j["num_warmup_batches"] = warmup;
+    j["data_format"] = engine::to_string(*layout);
+    j["forward_only"] = true;
+    j["images_per_sec"] = total;
+    j["step_images_per_sec"] = {{"mean", stats.mean}, {"uncertainty", stats.uncertainty},
+                                {"jitter", stats.jitter}};
+    j["intra"] = threads.intra;
+    j["interop"] = threads.inter;
+    j["intra_source"] = threads.intra_source;
+    j["interop_source"] = threads.inter_source;
+    j["lanes"] = threads.lane_cpus;
+    j["fusion"] = !no_fusion;
+    j["winograd"] = !no_winograd;
+    j["gflop_per_image"] = flops_per_image / 1e9;
+    j["gflops"] = flops_per_image * total / 1e9;
+    j["memory"] = {{"activations_peak_bytes", report.arena_bytes},
+                   {"activations_unplanned_bytes", report.activation_bytes},
+                   {"weights_bytes", report.weight_bytes},
+                   {"scratchpad_bytes_per_lane", report.scratchpad_bytes}};
+    j["compile"] = {{"steps", report.steps},
+                    {"reorders", report.reorders},
+                    {"folded_batch_norms", report.folded_batch_norms},
+                    {"fused_relus", report.fused_relus},
+                    {"fused_adds", report.fused_adds},
+                    {"in_place_adds", report.in_place_adds}};
+    j["outputs_finite"] = finite;
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("----------------------------------------------------------------\n");
+    fmt::print("total images/sec: {:.2f}\n", total);
+    fmt::print("----------------------------------------------------------------\n");
+    fmt::print("GFLOP/image: {:.2f}, GFLOP/s: {:.1f}; memory: activations {} (peak after reuse, "
+               "{} without), weights {}; {} steps, {} reorders\n",
+               flops_per_image / 1e9, flops_per_image * total / 1e9, bytes_string(report.arena_bytes),
+               bytes_string(report.activation_bytes), bytes_string(report.weight_bytes),
+               report.steps, report.reorders);
+  }
+  if (!finite) {
+    fmt::print(stderr, "tfpin bench: the outputs are not finite\n");
+    return exit_failure;
+  }
+  return 0;
+}
+
+}  // namespace tfpin::cli

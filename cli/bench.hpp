@@ -1,0 +1,32 @@
+// `tfpin bench`: images/sec of a model-zoo CNN on the engine, with tf_cnn_benchmarks' flag names
+// and output shape.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace tfpin::cli {
+
+struct BenchCommand {
+  // Kept as text: tfpin's own parsers give the messages (flag, value, valid choices).
+  std::string model = "resnet50";
+  std::string batch_size = "32";
+  std::string num_batches = "100";
+  std::string num_warmup_batches = "10";
+  std::string data_format = "NHWC";
+  std::string num_intra_threads;
+  std::string num_inter_threads;
+  std::string trace_file;
+  bool forward_only = false;
+  bool json = false;
+  bool no_fusion = false;
+  bool no_winograd = false;
+  bool any_layouts = false;
+  bool verbose = false;
+  int operator()() const;
+};
+
+// Registers the `bench` subcommand; dispatch with `if (*app) return bench();`.
+CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench);
+
+}  // namespace tfpin::cli
