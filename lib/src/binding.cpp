@@ -47,9 +47,9 @@ void apply_memory_policy(const MemoryPolicy& policy) {
     }
     numa_bitmask_setbit(nodes.get(), node);
   }
-  // set_mempolicy rather than numa_set_membind: it reports failure instead of printing it.
-  if (set_mempolicy(MPOL_BIND, nodes->maskp, nodes->size + 1) != 0) {
-    throw Error(ErrorKind::system, fmt::format("binding memory to NUMA nodes {} failed: {}",
+  // set_mempolicy rather than numa_set_preferred: it reports failure instead of printing it.
+  if (set_mempolicy(MPOL_PREFERRED, nodes->maskp, nodes->size + 1) != 0) {
+    throw Error(ErrorKind::system, fmt::format("preferring memory on NUMA node {} failed: {}",
                                                fmt::join(policy.nodes, ","), std::strerror(errno)));
   }
 }

@@ -18,6 +18,7 @@ namespace {
 struct Slot {
   unsigned pu;
   unsigned numa;
+  std::size_t core;  // position of its core in the topology
 };
 
 // Slots of one NUMA node, in the topology's logical order.
@@ -28,6 +29,15 @@ struct Domain {
   std::size_t next = 0;  // slots before this are taken
   unsigned lanes = 0;
   [[nodiscard]] std::size_t remaining() const { return slots.size() - next; }
+
+  // Moves `count` slots to `out`. With `whole_cores`, the rest of the last core's hardware threads
+  // are skipped, so that no other lane shares that core.
+  void take(std::size_t count, bool whole_cores, std::vector<Slot>& out) {
+    for (std::size_t i = 0; i < count; ++i) out.push_back(slots[next++]);
+    if (whole_cores && count > 0) {
+      while (next < slots.size() && slots[next].core == out.back().core) ++next;
+    }
+  }
 };
 
 [[noreturn]] void invalid(const std::string& message) {
@@ -46,7 +56,8 @@ std::vector<Domain> collect_domains(const Topology& topology, HyperthreadPolicy 
                                     const std::set<unsigned>& allowed) {
   std::vector<Domain> domains;
   std::map<unsigned, std::size_t> by_numa;
-  for (const Core& core : topology.cores()) {
+  for (std::size_t position = 0; position < topology.cores().size(); ++position) {
+    const Core& core = topology.cores()[position];
     std::vector<unsigned> pus;
     for (unsigned pu : core.pus) {
       if (allowed.contains(pu)) pus.push_back(pu);
@@ -57,7 +68,7 @@ std::vector<Domain> collect_domains(const Topology& topology, HyperthreadPolicy 
     if (hyperthreads == HyperthreadPolicy::one_per_core) pus.resize(1);
     auto [it, inserted] = by_numa.try_emplace(core.numa, domains.size());
     if (inserted) domains.push_back(Domain{core.numa, core.package, {}, 0, 0});
-    for (unsigned pu : pus) domains[it->second].slots.push_back({pu, core.numa});
+    for (unsigned pu : pus) domains[it->second].slots.push_back({pu, core.numa, position});
   }
   return domains;
 }
@@ -80,7 +91,8 @@ Domain* pick_domain(std::vector<Domain>& domains, std::size_t lane_size) {
 
 // No node has room for a whole lane, so it straddles; touch as few nodes as possible: take whole
 // leftovers, largest first, and finish from the node whose leftover fits the rest most tightly.
-std::vector<Slot> take_straddling(std::vector<Domain>& domains, std::size_t lane_size) {
+std::vector<Slot> take_straddling(std::vector<Domain>& domains, std::size_t lane_size,
+                                  bool whole_cores) {
   std::vector<Slot> slots;
   while (slots.size() < lane_size) {
     const std::size_t need = lane_size - slots.size();
@@ -95,8 +107,7 @@ std::vector<Slot> take_straddling(std::vector<Domain>& domains, std::size_t lane
       }
     }
     Domain& from = best_fit != nullptr ? *best_fit : *largest;  // callers checked total capacity
-    const std::size_t take = std::min(need, from.remaining());
-    for (std::size_t i = 0; i < take; ++i) slots.push_back(from.slots[from.next++]);
+    from.take(std::min(need, from.remaining()), whole_cores, slots);
   }
   return slots;
 }
@@ -115,6 +126,27 @@ Lane make_lane(const std::vector<Slot>& slots) {
   return lane;
 }
 
+// Lanes of `lane_size` slots, or nullopt when they do not all fit. With `whole_cores` lanes never
+// share a core (hardware threads left over on a lane's last core stay idle).
+std::optional<std::vector<Lane>> assign_lanes(std::vector<Domain> domains, unsigned interop,
+                                              std::size_t lane_size, bool whole_cores) {
+  std::vector<Lane> lanes;
+  for (unsigned i = 0; i < interop; ++i) {
+    std::size_t total = 0;
+    for (const Domain& d : domains) total += d.remaining();
+    if (total < lane_size) return std::nullopt;
+    std::vector<Slot> slots;
+    if (Domain* domain = pick_domain(domains, lane_size)) {
+      domain->take(lane_size, whole_cores, slots);
+      ++domain->lanes;
+    } else {
+      slots = take_straddling(domains, lane_size, whole_cores);
+    }
+    lanes.push_back(make_lane(slots));
+  }
+  return lanes;
+}
+
 }  // namespace
 
 std::vector<unsigned> Plan::cpus() const {
@@ -128,7 +160,7 @@ const char* to_string(HyperthreadPolicy policy) {
 }
 
 const char* to_string(MemoryPolicyKind kind) {
-  return kind == MemoryPolicyKind::bind ? "bind" : "local";
+  return kind == MemoryPolicyKind::preferred ? "preferred" : "local";
 }
 
 Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
@@ -215,24 +247,16 @@ Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
   plan.interop = interop;
   plan.intra = threads / interop;
 
-  const std::size_t lane_size = plan.intra;
-  for (unsigned i = 0; i < interop; ++i) {
-    std::vector<Slot> slots;
-    if (Domain* domain = pick_domain(domains, lane_size)) {
-      slots.assign(domain->slots.begin() + static_cast<long>(domain->next),
-                   domain->slots.begin() + static_cast<long>(domain->next + lane_size));
-      domain->next += lane_size;
-      ++domain->lanes;
-    } else {
-      slots = take_straddling(domains, lane_size);
-    }
-    plan.lanes.push_back(make_lane(slots));
-  }
+  // With hyperthreads, lanes get whole cores when there are enough; otherwise (e.g. every hardware
+  // thread in lanes of odd size) they pack hardware threads. Without, every slot is a core anyway.
+  auto lanes = assign_lanes(domains, interop, plan.intra, true);
+  if (!lanes) lanes = assign_lanes(domains, interop, plan.intra, false);
+  plan.lanes = std::move(*lanes);  // threads <= available: packing always fits
 
   std::set<unsigned> used_nodes;
   for (const Lane& lane : plan.lanes) used_nodes.insert(lane.numa_nodes.begin(), lane.numa_nodes.end());
   if (topology.numa_nodes().size() > 1 && used_nodes.size() == 1) {
-    plan.memory = {MemoryPolicyKind::bind, {*used_nodes.begin()}};
+    plan.memory = {MemoryPolicyKind::preferred, {*used_nodes.begin()}};
   } else {
     plan.memory = {MemoryPolicyKind::local, {used_nodes.begin(), used_nodes.end()}};
   }

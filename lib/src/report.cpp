@@ -61,7 +61,7 @@ std::string describe_plan(const Topology& topology, const Plan& plan,
                            : "");
   }
   out += fmt::format("memory    {} on node(s) {}\n",
-                     plan.memory.kind == MemoryPolicyKind::bind ? "bound" : "first touch (local)",
+                     plan.memory.kind == MemoryPolicyKind::preferred ? "preferred" : "first touch (local)",
                      fmt::join(plan.memory.nodes, ","));
   for (const std::string& warning : plan.warnings) out += fmt::format("warning   {}\n", warning);
   out += "environment\n";

@@ -91,10 +91,10 @@ TEST_F(Placement, SmallLanesSpreadOverSocketsBeforeDoublingUp) {
   EXPECT_EQ(plan.lanes[3].cpus, cpus("20,21"));
 }
 
-TEST_F(Placement, OneLaneOnOneSocketBindsMemoryThere) {
+TEST_F(Placement, OneLaneOnOneSocketPrefersMemoryThere) {
   const auto plan = plan_for(*broadwell, request(18, 1));
   EXPECT_EQ(plan.lanes[0].cpus, cpus("0-17"));
-  EXPECT_EQ(plan.memory.kind, MemoryPolicyKind::bind);
+  EXPECT_EQ(plan.memory.kind, MemoryPolicyKind::preferred);
   EXPECT_EQ(plan.memory.nodes, (std::vector<unsigned>{0}));
 }
 
@@ -110,6 +110,35 @@ TEST_F(Placement, HyperthreadsFillSiblingsCompactly) {
   EXPECT_EQ(plan.lanes[1].cpus.front(), 18U);
   EXPECT_EQ(plan.lanes[2].cpus.front(), 9U);
   EXPECT_EQ(plan.lanes[3].cpus.front(), 27U);
+}
+
+// With hyperthreads, lanes take whole cores while there are enough, so they never share one.
+TEST(PlacementHyperthreads, LanesDoNotShareCoresWhenThereAreEnough) {
+  const Topology t = Topology::load("package:1 numa:1 core:4 pu:2");  // core c = PUs 2c, 2c+1
+  PlacementRequest r = request(2, 2);
+  r.hyperthreads = HyperthreadPolicy::all;
+  auto plan = plan_for(t, r);
+  EXPECT_EQ(plan.lanes[0].cpus, cpus("0"));
+  EXPECT_EQ(plan.lanes[1].cpus, cpus("2"));
+  r.threads = 6;
+  plan = plan_for(t, r);
+  EXPECT_EQ(plan.lanes[0].cpus, cpus("0-2"));
+  EXPECT_EQ(plan.lanes[1].cpus, cpus("4-6"));
+  r.threads = 8;
+  r.interop = 8;  // eight lanes on four cores: sharing is unavoidable, every thread still placed
+  plan = plan_for(t, r);
+  EXPECT_EQ(plan.cpus(), cpus("0-7"));
+}
+
+TEST_F(Placement, HyperthreadLanesOnDistinctCoresAcrossSockets) {
+  PlacementRequest r = request(8, 8);
+  r.hyperthreads = HyperthreadPolicy::all;
+  const auto plan = plan_for(*broadwell, r);
+  std::set<unsigned> cores;
+  for (const auto& lane : plan.lanes) cores.insert(lane.cpus[0] % 36);  // sibling of c is c + 36
+  EXPECT_EQ(cores.size(), 8U);
+  EXPECT_EQ(plan.lanes[0].numa, 0U);
+  EXPECT_EQ(plan.lanes[1].numa, 1U);
 }
 
 TEST_F(Placement, PartialHyperthreadSiblingsCountOncePerCore) {
@@ -172,12 +201,12 @@ TEST_F(Placement, KnlSnc4StraddlingLanesTouchFewNodes) {
   EXPECT_EQ(plan.lanes[3].numa, 3U);
 }
 
-TEST_F(Placement, KnlSnc4SingleNodeBindsMemory) {
+TEST_F(Placement, KnlSnc4SingleNodePrefersItsMemory) {
   PlacementRequest r = request(std::nullopt);
   r.allowed = cpus("52-67");
   const auto plan = plan_for(*knl_snc4, r);
   EXPECT_EQ(plan.threads, 16U);
-  EXPECT_EQ(plan.memory.kind, MemoryPolicyKind::bind);
+  EXPECT_EQ(plan.memory.kind, MemoryPolicyKind::preferred);
   EXPECT_EQ(plan.memory.nodes, (std::vector<unsigned>{3}));
 }
 

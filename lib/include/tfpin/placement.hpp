@@ -38,8 +38,9 @@ struct PlacementRequest {
 };
 
 enum class MemoryPolicyKind {
-  local,  // first touch: the default, right when lanes sit on several nodes and touch their own data
-  bind,   // allocate only on `nodes`: the whole task sits on one node of a multi-node machine
+  local,      // first touch: the default, right when lanes sit on several nodes and touch their own data
+  preferred,  // the whole task sits on one node of a multi-node machine: allocate there, and spill
+              // to other nodes (HBM, CXL, the other socket) rather than fail when it is full
 };
 
 struct MemoryPolicy {
