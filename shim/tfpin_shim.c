@@ -1,0 +1,1176 @@
+// libtfpin-shim.so: applies a tfpin plan inside a process (LD_PRELOAD).
+//
+// The plan arrives in the environment (README "Environment of a task"):
+//   TFPIN_CPUS     the task's CPUs in lane order ("0-17,18-35", "18,19,0,1"; A-B may descend)
+//   TFPIN_INTEROP  M lanes;  TFPIN_INTRA  threads per lane;  lane i = entries [i*intra,
+//   (i+1)*intra) TFPIN_REPORT   optional: "stderr" or a file path for a one-line summary at exit
+// No TFPIN_CPUS: the shim forwards every call untouched and prints nothing. An inconsistent plan
+// (bad syntax, duplicates, len(cpus) != M*intra): the same, plus one line if TFPIN_REPORT is set.
+//
+// What it enforces (DESIGN.md "The shim"), and how:
+//  * CPU count: sysconf(_SC_NPROCESSORS_ONLN/CONF), get_nprocs(_conf) return N = len(TFPIN_CPUS);
+//    sched_getaffinity / pthread_getaffinity_np on any thread of this process report the plan set.
+//  * OpenMP team sizes <= intra: omp_set_num_threads, GOMP_parallel* (num_threads argument; 0 =
+//    nthreads-var, checked with the runtime's own omp_get_max_threads), __kmpc_push_num_threads;
+//    BLAS setters MKL_Set_Num_Threads / mkl_set_num_threads(_) (by reference: MKL's lowercase
+//    symbols are the Fortran entry points) / openblas_set_num_threads / goto_set_num_threads.
+//  * Lanes: a thread that starts OpenMP regions (GOMP_parallel*, __kmpc_push_num_threads, or
+//    creating a thread whose start routine lies in libgomp/libomp/libiomp5, found with dladdr)
+//    becomes a team master: it gets the least-loaded lane (round-robin among equals) and is pinned
+//    to the least-occupied core of that lane (core 0 for the first master). The threads it creates
+//    with an OpenMP start routine are its workers: each is pinned to the least-occupied core of
+//    the same lane, so a team of intra threads lies one per core; extra/nested workers wrap.
+//  * Every other thread created with pthread_create is explicitly given the full plan set (or the
+//    plan set intersected with an affinity its pthread_attr asked for), so nothing inherits a
+//    master's single core.
+//  * sched_setaffinity / pthread_setaffinity_np on this process's threads are intersected with the
+//    plan set. An empty intersection is replaced by the full plan set and the call succeeds
+//    ("escape refused"): fail-open, the program keeps running inside its cores. When an OpenMP
+//    runtime re-binds a thread the shim put on a lane (libomp/libiomp5 reset every worker to their
+//    "full mask" as it starts; KMP_AFFINITY / OMP_PROC_BIND places), the lane pin is kept.
+//  * libc's syscall() for SYS_sched_getaffinity / SYS_sched_setaffinity gets the same treatment:
+//    LLVM and Intel OpenMP read and set masks through it, not through the wrappers.
+//  * fork: the child's counters, lanes and core occupancy start over (pthread_atfork); exec: the
+//    plan travels in the environment and the new image's shim binds its initial thread to it.
+//
+// House rules: typed dlsym(RTLD_NEXT) pointers resolved once (pthread_once); hooks take no locks,
+// never malloc and never use stdio; thread-local state uses the initial-exec TLS model (no
+// __tls_get_addr, async-signal-safe); anything unexpected degrades to plain forwarding. The
+// library depends on libc only, exports only the hooked symbols (tfpin-shim.map) and is linked
+// with -z nodelete because threads keep running its trampoline.
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+#define TLS_IE __attribute__((tls_model("initial-exec")))
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define RA() __builtin_return_address(0)
+
+// glibc's internal name for sysconf: usable while our own pointers are being resolved.
+extern long __sysconf(int name);
+
+// ---------------------------------------------------------------------------------------------
+// Fixed-size CPU masks (no CPU_ALLOC): 4096 CPUs = 4 x CPU_SETSIZE.
+enum { TF_MAX_CPUS = 4096, TF_MASK_WORDS = TF_MAX_CPUS / 64 };
+typedef struct {
+  uint64_t w[TF_MASK_WORDS];
+} tf_mask;
+
+static inline void mask_set(tf_mask* m, unsigned cpu) {
+  m->w[cpu / 64] |= UINT64_C(1) << (cpu % 64);
+}
+static inline bool mask_has(const tf_mask* m, unsigned cpu) {
+  return (m->w[cpu / 64] >> (cpu % 64)) & 1u;
+}
+static bool mask_empty(const tf_mask* m) {
+  for (unsigned i = 0; i < TF_MASK_WORDS; ++i)
+    if (m->w[i]) return false;
+  return true;
+}
+static bool mask_equal(const tf_mask* a, const tf_mask* b) { return memcmp(a, b, sizeof *a) == 0; }
+// Copies a caller's cpu_set_t of `size` bytes into a tf_mask (bits beyond TF_MAX_CPUS dropped).
+static void mask_from_user(tf_mask* m, size_t size, const void* set) {
+  memset(m, 0, sizeof *m);
+  if (set != NULL) memcpy(m, set, size < sizeof *m ? size : sizeof *m);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The plan (written once in init_once, read-only afterwards).
+static bool g_active;
+static unsigned g_ncpus, g_interop, g_intra;
+static uint16_t g_cpus[TF_MAX_CPUS];  // lane order
+static tf_mask g_plan_mask;
+static char g_cpus_text[256];  // for the report (truncated)
+enum { REPORT_NONE, REPORT_STDERR, REPORT_FILE };
+static int g_report;
+static char g_report_path[4096];
+
+// Real functions, resolved once.
+typedef int (*pthread_create_fn)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+typedef long (*sysconf_fn)(int);
+typedef int (*nprocs_fn)(void);
+typedef int (*sched_getaff_fn)(pid_t, size_t, cpu_set_t*);
+typedef int (*sched_setaff_fn)(pid_t, size_t, const cpu_set_t*);
+typedef int (*pthread_getaff_fn)(pthread_t, size_t, cpu_set_t*);
+typedef int (*pthread_setaff_fn)(pthread_t, size_t, const cpu_set_t*);
+typedef long (*syscall_fn)(long, ...);
+static pthread_create_fn real_pthread_create;
+static sysconf_fn real_sysconf;
+static nprocs_fn real_get_nprocs, real_get_nprocs_conf;
+static sched_getaff_fn real_sched_getaffinity;
+static sched_setaff_fn real_sched_setaffinity;
+static pthread_getaff_fn real_pthread_getaffinity_np;
+static pthread_setaff_fn real_pthread_setaffinity_np;
+static syscall_fn real_syscall;
+
+// dlsym returns void*; ISO C has no conversion to function pointers, POSIX guarantees it works.
+#define LOAD_NEXT(var, name)             \
+  do {                                   \
+    void* sym_ = dlsym(RTLD_NEXT, name); \
+    memcpy(&(var), &sym_, sizeof(var));  \
+  } while (0)
+#define AS_FN(var, ptr)               \
+  do {                                \
+    void* p_ = (ptr);                 \
+    memcpy(&(var), &p_, sizeof(var)); \
+  } while (0)
+
+// Per-thread state. Initial-exec TLS: the shim is loaded at startup, so its TLS is static.
+enum { ROLE_NONE, ROLE_MASTER, ROLE_WORKER };
+static _Thread_local int tl_in_init TLS_IE;  // this thread is running init_once
+static _Thread_local int tl_in_hook TLS_IE;  // recursion guard for the non-trivial hooks
+static _Thread_local int tl_role TLS_IE;     // ROLE_*
+static _Thread_local int tl_lane TLS_IE;     // valid when tl_role != ROLE_NONE
+static _Thread_local int tl_cpu TLS_IE;      // plan index this thread is pinned to (same)
+
+// Per-process counters (reset in a forked child).
+static atomic_ullong c_threads, c_workers, c_others, c_unpinned, c_masters, c_teams_clamped,
+    c_setters_clamped, c_clipped, c_escapes, c_runtime_kept;
+static atomic_int g_occupancy[TF_MAX_CPUS];     // live pinned threads per plan index
+static atomic_int g_lane_masters[TF_MAX_CPUS];  // live masters per lane
+static atomic_uchar g_lane_used[TF_MAX_CPUS];
+static atomic_uint g_lane_rr;
+
+static atomic_int g_ready;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static void init_once(void);
+
+// true once the plan is parsed and the real functions resolved. false only for calls that
+// re-enter from inside init_once on the same thread (e.g. dlsym -> malloc -> a hook): those
+// must use raw syscalls / glibc internals.
+static inline bool ready(void) {
+  if (atomic_load_explicit(&g_ready, memory_order_acquire)) return true;
+  if (tl_in_init) return false;
+  pthread_once(&g_once, init_once);
+  return atomic_load_explicit(&g_ready, memory_order_acquire) != 0;
+}
+static inline bool active(void) { return ready() && g_active; }
+
+static inline void count(atomic_ullong* c) {
+  atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw helpers (no hooks, no libc state, no errno): the shim hooks libc's syscall() itself.
+// Returns the kernel's result: >= 0, or -errno.
+static long raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
+#if defined(__x86_64__)
+  long ret;
+  register long r10 __asm__("r10") = a4;
+  register long r8 __asm__("r8") = a5;
+  register long r9 __asm__("r9") = a6;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(n), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
+  return ret;
+#elif defined(__aarch64__)
+  register long x8 __asm__("x8") = n;
+  register long x0 __asm__("x0") = a1;
+  register long x1 __asm__("x1") = a2;
+  register long x2 __asm__("x2") = a3;
+  register long x3 __asm__("x3") = a4;
+  register long x4 __asm__("x4") = a5;
+  register long x5 __asm__("x5") = a6;
+  __asm__ volatile("svc 0"
+                   : "+r"(x0)
+                   : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                   : "memory");
+  return x0;
+#else
+  if (real_syscall == NULL) return -ENOSYS;
+  const int saved = errno;
+  long r = real_syscall(n, a1, a2, a3, a4, a5, a6);
+  if (r == -1) r = -errno;
+  errno = saved;
+  return r;
+#endif
+}
+static long raw_syscall(long n, long a1, long a2, long a3) {
+  return raw_syscall6(n, a1, a2, a3, 0, 0, 0);
+}
+static int raw_setaffinity(pid_t tid, const tf_mask* m) {
+  return (int)raw_syscall(SYS_sched_setaffinity, tid, (long)sizeof *m, (long)(uintptr_t)m);
+}
+static int raw_getaffinity(pid_t tid, tf_mask* m) {
+  memset(m, 0, sizeof *m);
+  return raw_syscall(SYS_sched_getaffinity, tid, (long)sizeof *m, (long)(uintptr_t)m) < 0 ? -1 : 0;
+}
+static pid_t raw_gettid(void) { return (pid_t)raw_syscall(SYS_gettid, 0, 0, 0); }
+// Is `pid` this process or one of its threads? tgkill with signal 0 only checks existence.
+static bool own_thread(pid_t pid) {
+  if (pid == 0) return true;
+  const pid_t self = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0);
+  return pid == self || raw_syscall(SYS_tgkill, self, pid, 0) == 0;
+}
+static bool is_calling_thread(pid_t pid) { return pid == 0 || pid == raw_gettid(); }
+// Sets the calling thread's mask unless it already is `m` (reading it is much cheaper than a
+// redundant sched_setaffinity). A failure (cpus outside the cgroup) leaves the thread as it was.
+static void set_own_mask(const tf_mask* m) {
+  tf_mask now;
+  if (raw_getaffinity(0, &now) == 0 && mask_equal(&now, m)) return;
+  (void)raw_setaffinity(0, m);
+}
+static void pin_to_index(unsigned index) {
+  tf_mask m;
+  memset(&m, 0, sizeof m);
+  mask_set(&m, g_cpus[index]);
+  set_own_mask(&m);
+}
+static void pin_to_plan(void) { set_own_mask(&g_plan_mask); }
+
+// ---------------------------------------------------------------------------------------------
+// Plan parsing without malloc.
+static bool parse_uint(const char* s, unsigned max, unsigned* out) {
+  if (s == NULL || *s == '\0') return false;
+  unsigned long v = 0;
+  for (; *s; ++s) {
+    if (*s < '0' || *s > '9') return false;
+    v = v * 10 + (unsigned long)(*s - '0');
+    if (v > max) return false;
+  }
+  *out = (unsigned)v;
+  return true;
+}
+
+// Returns NULL on success, else a short reason.
+static const char* parse_cpulist(const char* text) {
+  g_ncpus = 0;
+  memset(&g_plan_mask, 0, sizeof g_plan_mask);
+  if (*text == '\0') return "TFPIN_CPUS is empty";
+  const char* p = text;
+  for (;;) {
+    unsigned first = 0, last = 0;
+    if (*p < '0' || *p > '9') return "TFPIN_CPUS is not a cpu list like 0-3,8";
+    unsigned long v = 0;
+    while (*p >= '0' && *p <= '9') {
+      v = v * 10 + (unsigned long)(*p++ - '0');
+      if (v >= TF_MAX_CPUS) return "TFPIN_CPUS names a cpu index >= 4096";
+    }
+    first = last = (unsigned)v;
+    if (*p == '-') {
+      ++p;
+      if (*p < '0' || *p > '9') return "TFPIN_CPUS is not a cpu list like 0-3,8";
+      v = 0;
+      while (*p >= '0' && *p <= '9') {
+        v = v * 10 + (unsigned long)(*p++ - '0');
+        if (v >= TF_MAX_CPUS) return "TFPIN_CPUS names a cpu index >= 4096";
+      }
+      last = (unsigned)v;
+    }
+    const int step = last >= first ? 1 : -1;
+    for (unsigned cpu = first;; cpu = (unsigned)((int)cpu + step)) {
+      if (mask_has(&g_plan_mask, cpu)) return "TFPIN_CPUS lists a cpu twice";
+      if (g_ncpus >= TF_MAX_CPUS) return "TFPIN_CPUS lists more than 4096 cpus";
+      mask_set(&g_plan_mask, cpu);
+      g_cpus[g_ncpus++] = (uint16_t)cpu;
+      if (cpu == last) break;
+    }
+    if (*p == '\0') break;
+    if (*p != ',') return "TFPIN_CPUS is not a cpu list like 0-3,8";
+    ++p;
+  }
+  return NULL;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output without stdio.
+typedef struct {
+  char b[1024];
+  size_t n;
+} outbuf;
+static void ob_str(outbuf* o, const char* s) {
+  while (*s && o->n < sizeof o->b - 1) o->b[o->n++] = *s++;
+}
+static void ob_u64(outbuf* o, unsigned long long v) {
+  char t[24];
+  int i = 0;
+  do {
+    t[i++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  while (i > 0 && o->n < sizeof o->b - 1) o->b[o->n++] = t[--i];
+}
+static void emit(const outbuf* o) {
+  if (g_report == REPORT_NONE) return;
+  const int saved = errno;
+  int fd = 2;
+  if (g_report == REPORT_FILE) {
+    fd = open(g_report_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      errno = saved;
+      return;
+    }
+  }
+  size_t done = 0;
+  while (done < o->n) {
+    ssize_t w = write(fd, o->b + done, o->n - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  if (g_report == REPORT_FILE) close(fd);
+  errno = saved;
+}
+static void ob_prefix(outbuf* o) {
+  ob_str(o, "tfpin-shim[");
+  ob_u64(o, (unsigned long long)getpid());
+  ob_str(o, "]: ");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lanes and cores.
+
+// The lane with the fewest live masters, ties broken round-robin; its master count is taken.
+static unsigned pick_lane(void) {
+  const unsigned start = atomic_fetch_add_explicit(&g_lane_rr, 1, memory_order_relaxed) % g_interop;
+  for (;;) {
+    unsigned best = start;
+    int best_v = atomic_load_explicit(&g_lane_masters[start], memory_order_relaxed);
+    for (unsigned i = 1; i < g_interop; ++i) {
+      const unsigned lane = (start + i) % g_interop;
+      const int v = atomic_load_explicit(&g_lane_masters[lane], memory_order_relaxed);
+      if (v < best_v) {
+        best = lane;
+        best_v = v;
+      }
+    }
+    if (atomic_compare_exchange_weak_explicit(&g_lane_masters[best], &best_v, best_v + 1,
+                                              memory_order_relaxed, memory_order_relaxed))
+      return best;
+  }
+}
+
+// The least-occupied core of `lane`, scanning from lane core `start_k`; returns its plan index
+// and counts the new occupant.
+static unsigned pick_core(unsigned lane, unsigned start_k) {
+  const unsigned base = lane * g_intra;
+  for (;;) {
+    unsigned best = base + start_k % g_intra;
+    int best_v = atomic_load_explicit(&g_occupancy[best], memory_order_relaxed);
+    for (unsigned i = 1; i < g_intra; ++i) {
+      const unsigned idx = base + (start_k + i) % g_intra;
+      const int v = atomic_load_explicit(&g_occupancy[idx], memory_order_relaxed);
+      if (v < best_v) {
+        best = idx;
+        best_v = v;
+      }
+    }
+    if (atomic_compare_exchange_weak_explicit(&g_occupancy[best], &best_v, best_v + 1,
+                                              memory_order_relaxed, memory_order_relaxed))
+      return best;
+  }
+}
+
+// The calling thread is about to lead an OpenMP team: give it a lane and pin it there, once.
+static void become_master(void) {
+  if (tl_role != ROLE_NONE) return;
+  const unsigned lane = pick_lane();
+  const unsigned index = pick_core(lane, 0);
+  tl_lane = (int)lane;
+  tl_cpu = (int)index;
+  tl_role = ROLE_MASTER;
+  atomic_store_explicit(&g_lane_used[lane], 1, memory_order_relaxed);
+  pin_to_index(index);
+  count(&c_masters);
+}
+
+// Runs when a thread the shim created ends (return, pthread_exit, cancellation).
+static void release_thread_state(void* unused) {
+  (void)unused;
+  if (tl_role != ROLE_NONE && g_active) {
+    atomic_fetch_sub_explicit(&g_occupancy[tl_cpu], 1, memory_order_relaxed);
+    if (tl_role == ROLE_MASTER)
+      atomic_fetch_sub_explicit(&g_lane_masters[tl_lane], 1, memory_order_relaxed);
+  }
+  tl_role = ROLE_NONE;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Thread start trampoline. The creator fills a slot (no malloc: a fixed pool, claimed with a CAS,
+// released by the new thread as soon as it has copied it).
+enum { NSLOTS = 4096 };
+typedef struct {
+  atomic_int state;  // 0 free, 1 claimed
+  void* (*start)(void*);
+  void* arg;
+  int index;  // plan index for an OpenMP worker, -1 otherwise
+  int lane;
+  bool attr_affinity;  // the creator's pthread_attr carried an explicit affinity
+} start_slot;
+static start_slot g_slots[NSLOTS];
+static atomic_uint g_slot_hint;
+
+static start_slot* claim_slot(void) {
+  const unsigned start = atomic_fetch_add_explicit(&g_slot_hint, 1, memory_order_relaxed);
+  for (unsigned i = 0; i < NSLOTS; ++i) {
+    start_slot* s = &g_slots[(start + i) % NSLOTS];
+    int expected = 0;
+    if (atomic_compare_exchange_strong_explicit(&s->state, &expected, 1, memory_order_acquire,
+                                                memory_order_relaxed))
+      return s;
+  }
+  return NULL;
+}
+static void free_slot(start_slot* s) { atomic_store_explicit(&s->state, 0, memory_order_release); }
+
+static void* tf_thread_start(void* p) {
+  start_slot* s = p;
+  void* (*start)(void*) = s->start;
+  void* arg = s->arg;
+  const int index = s->index;
+  const int lane = s->lane;
+  const bool attr_affinity = s->attr_affinity;
+  free_slot(s);
+
+  if (index >= 0) {
+    tl_role = ROLE_WORKER;
+    tl_lane = lane;
+    tl_cpu = index;
+    pin_to_index((unsigned)index);
+  } else if (attr_affinity) {
+    // glibc already applied the attr's mask: keep its part inside the plan.
+    tf_mask m;
+    if (raw_getaffinity(0, &m) == 0) {
+      for (unsigned i = 0; i < TF_MASK_WORDS; ++i) m.w[i] &= g_plan_mask.w[i];
+      if (mask_empty(&m)) {
+        count(&c_escapes);
+        pin_to_plan();
+      } else {
+        set_own_mask(&m);
+      }
+    } else {
+      pin_to_plan();
+    }
+  } else {
+    pin_to_plan();
+  }
+
+  void* ret = NULL;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wclobbered"  // glibc's own variable inside the macro
+  pthread_cleanup_push(release_thread_state, NULL);
+  ret = start(arg);
+  pthread_cleanup_pop(1);
+#pragma GCC diagnostic pop
+  return ret;
+}
+
+// Is `addr` code inside an OpenMP runtime (libgomp*, libomp*, libiomp*)? Walks the loaded objects
+// with dl_iterate_phdr rather than dladdr: dladdr takes the loader lock that dlopen holds while
+// it runs constructors, and a constructor waiting for a thread that creates threads would then
+// deadlock; dl_iterate_phdr only takes the short-held lock of the object list.
+typedef struct {
+  uintptr_t addr;
+  bool found, openmp;
+} object_query;
+static bool is_openmp_runtime_name(const char* path) {
+  if (path == NULL) return false;
+  const char* base = path;
+  for (const char* q = path; *q; ++q)
+    if (*q == '/') base = q + 1;
+  return strncmp(base, "libgomp", 7) == 0 || strncmp(base, "libomp", 6) == 0 ||
+         strncmp(base, "libiomp", 7) == 0;
+}
+static int find_object_cb(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  object_query* q = data;
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    const uintptr_t lo = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+    if (q->addr >= lo && q->addr - lo < (uintptr_t)ph->p_memsz) {
+      q->found = true;
+      q->openmp = is_openmp_runtime_name(info->dlpi_name);
+      return 1;
+    }
+  }
+  return 0;
+}
+static bool addr_in_openmp_runtime(const void* addr) {
+  object_query q = {.addr = (uintptr_t)addr, .found = false, .openmp = false};
+  dl_iterate_phdr(find_object_cb, &q);
+  return q.found && q.openmp;
+}
+static bool in_openmp_runtime(void* (*fn)(void*)) {
+  void* addr;
+  memcpy(&addr, &fn, sizeof addr);
+  return addr_in_openmp_runtime(addr);
+}
+
+// Does the attr carry an explicit cpu set? glibc reports "none" as all ones.
+static bool attr_has_affinity(const pthread_attr_t* attr) {
+  if (attr == NULL) return false;
+  tf_mask m;
+  if (pthread_attr_getaffinity_np(attr, sizeof m, (cpu_set_t*)&m) != 0) return false;
+  for (unsigned i = 0; i < TF_MASK_WORDS; ++i)
+    if (m.w[i] != UINT64_MAX) return true;
+  return false;
+}
+
+EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
+                          void* arg) {
+  if (UNLIKELY(!ready())) return EAGAIN;  // only while init_once runs on this very thread
+  if (real_pthread_create == NULL) return EAGAIN;
+  if (!g_active || tl_in_hook) return real_pthread_create(thread, attr, start, arg);
+
+  tl_in_hook = 1;
+  const int saved = errno;
+  int index = -1;
+  bool attr_affinity = false;
+  if (in_openmp_runtime(start)) {
+    // The creating thread leads the team this worker joins (libgomp and libomp both create a
+    // master's workers from the master itself).
+    become_master();
+    const unsigned lane = (unsigned)tl_lane;
+    const unsigned own_k = (unsigned)tl_cpu - lane * g_intra;
+    index = (int)pick_core(lane, own_k + 1);
+  } else {
+    attr_affinity = attr_has_affinity(attr);
+  }
+  start_slot* slot = claim_slot();
+  errno = saved;
+  int rc;
+  if (slot != NULL) {
+    slot->start = start;
+    slot->arg = arg;
+    slot->index = index;
+    slot->lane = tl_lane;
+    slot->attr_affinity = attr_affinity;
+    rc = real_pthread_create(thread, attr, tf_thread_start, slot);
+    if (rc != 0) free_slot(slot);
+  } else {
+    rc = real_pthread_create(thread, attr, start, arg);  // pool exhausted: unpinned, counted
+    if (rc == 0) count(&c_unpinned);
+  }
+  if (index >= 0 && (rc != 0 || slot == NULL))
+    atomic_fetch_sub_explicit(&g_occupancy[index], 1, memory_order_relaxed);
+  if (rc == 0) {
+    count(&c_threads);
+    if (slot != NULL) count(index >= 0 ? &c_workers : &c_others);
+  }
+  tl_in_hook = 0;
+  return rc;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU count.
+EXPORT long sysconf(int name) {
+  if ((name == _SC_NPROCESSORS_ONLN || name == _SC_NPROCESSORS_CONF) && active())
+    return (long)g_ncpus;
+  if (UNLIKELY(!ready()) || real_sysconf == NULL) return __sysconf(name);
+  return real_sysconf(name);
+}
+
+EXPORT int get_nprocs(void) {
+  if (active()) return (int)g_ncpus;
+  if (UNLIKELY(!ready()) || real_get_nprocs == NULL) return (int)__sysconf(_SC_NPROCESSORS_ONLN);
+  return real_get_nprocs();
+}
+
+EXPORT int get_nprocs_conf(void) {
+  if (active()) return (int)g_ncpus;
+  if (UNLIKELY(!ready()) || real_get_nprocs_conf == NULL)
+    return (int)__sysconf(_SC_NPROCESSORS_CONF);
+  return real_get_nprocs_conf();
+}
+
+// Overwrites a successful query's result with the plan set (bits that fit in `size`).
+static void fill_plan(size_t size, cpu_set_t* set) {
+  memset(set, 0, size);
+  for (unsigned i = 0; i < g_ncpus; ++i)
+    if (g_cpus[i] / 8 < size) CPU_SET_S(g_cpus[i], size, set);
+}
+
+EXPORT int sched_getaffinity(pid_t pid, size_t size, cpu_set_t* set) {
+  int rc;
+  if (UNLIKELY(!ready()) || real_sched_getaffinity == NULL) {
+    long n = raw_syscall(SYS_sched_getaffinity, pid, (long)size, (long)(uintptr_t)set);
+    if (n < 0) {
+      errno = (int)-n;
+      return -1;
+    }
+    if ((size_t)n < size) memset((char*)set + n, 0, size - (size_t)n);
+    return 0;
+  }
+  rc = real_sched_getaffinity(pid, size, set);
+  if (rc == 0 && g_active && own_thread(pid)) fill_plan(size, set);
+  return rc;
+}
+
+EXPORT int pthread_getaffinity_np(pthread_t thread, size_t size, cpu_set_t* set) {
+  if (UNLIKELY(!ready()) || real_pthread_getaffinity_np == NULL) {
+    if (!pthread_equal(thread, pthread_self())) return ENOSYS;
+    long n = raw_syscall(SYS_sched_getaffinity, 0, (long)size, (long)(uintptr_t)set);
+    if (n < 0) return (int)-n;
+    if ((size_t)n < size) memset((char*)set + n, 0, size - (size_t)n);
+    return 0;
+  }
+  const int rc = real_pthread_getaffinity_np(thread, size, set);
+  if (rc == 0 && g_active) fill_plan(size, set);
+  return rc;
+}
+
+// The mask a thread of this process may have instead of `req`: req ∩ plan, or the whole plan
+// when that is empty (fail-open: the call succeeds and the thread stays inside its cores).
+static void clip_request(size_t size, const cpu_set_t* req, tf_mask* out) {
+  tf_mask asked;
+  mask_from_user(&asked, size, req);
+  for (unsigned i = 0; i < TF_MASK_WORDS; ++i) out->w[i] = asked.w[i] & g_plan_mask.w[i];
+  if (mask_empty(out)) {
+    *out = g_plan_mask;
+    count(&c_escapes);
+  } else if (!mask_equal(out, &asked)) {
+    count(&c_clipped);
+  }
+}
+
+// An OpenMP runtime re-binding a thread the shim put on a lane (libomp/libiomp5 set every
+// worker to their "full mask" as it starts, KMP_AFFINITY/OMP_PROC_BIND places): the lane wins.
+static bool keep_lane_pin(bool calling_thread, const void* ra) {
+  if (!calling_thread || tl_role == ROLE_NONE || !addr_in_openmp_runtime(ra)) return false;
+  count(&c_runtime_kept);
+  return true;
+}
+
+EXPORT int sched_setaffinity(pid_t pid, size_t size, const cpu_set_t* set) {
+  if (UNLIKELY(!ready()) || real_sched_setaffinity == NULL) {
+    const long r = raw_syscall(SYS_sched_setaffinity, pid, (long)size, (long)(uintptr_t)set);
+    if (r < 0) {
+      errno = (int)-r;
+      return -1;
+    }
+    return 0;
+  }
+  if (!g_active || set == NULL || !own_thread(pid)) return real_sched_setaffinity(pid, size, set);
+  if (keep_lane_pin(is_calling_thread(pid), RA())) return 0;
+  tf_mask m;
+  clip_request(size, set, &m);
+  return real_sched_setaffinity(pid, sizeof m, (const cpu_set_t*)&m);
+}
+
+EXPORT int pthread_setaffinity_np(pthread_t thread, size_t size, const cpu_set_t* set) {
+  if (UNLIKELY(!ready()) || real_pthread_setaffinity_np == NULL) {
+    if (!pthread_equal(thread, pthread_self())) return ENOSYS;
+    const long r = raw_syscall(SYS_sched_setaffinity, 0, (long)size, (long)(uintptr_t)set);
+    return r < 0 ? (int)-r : 0;
+  }
+  // glibc declares `set` nonnull; a broken caller still must not make the shim read NULL.
+  const void* given = set;
+  __asm__("" : "+r"(given));
+  if (!g_active || given == NULL) return real_pthread_setaffinity_np(thread, size, set);
+  if (keep_lane_pin(pthread_equal(thread, pthread_self()) != 0, RA())) return 0;
+  tf_mask m;
+  clip_request(size, set, &m);
+  return real_pthread_setaffinity_np(thread, sizeof m, (const cpu_set_t*)&m);
+}
+
+// libc's syscall(): LLVM/Intel OpenMP query and set affinity through it rather than through the
+// wrappers above; the same rules apply. Everything else passes straight through.
+EXPORT long syscall(long number, ...) {
+  va_list ap;
+  va_start(ap, number);
+  const long a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long),
+             a4 = va_arg(ap, long), a5 = va_arg(ap, long), a6 = va_arg(ap, long);
+  va_end(ap);
+  if (UNLIKELY(number == SYS_sched_setaffinity || number == SYS_sched_getaffinity) && active() &&
+      real_syscall != NULL && !tl_in_hook && own_thread((pid_t)a1)) {
+    if (number == SYS_sched_getaffinity) {
+      const long n = real_syscall(number, a1, a2, a3);
+      if (n > 0 && a3 != 0) fill_plan((size_t)n, (cpu_set_t*)(uintptr_t)a3);
+      return n;
+    }
+    if (a3 != 0) {
+      if (keep_lane_pin(is_calling_thread((pid_t)a1), RA())) return 0;
+      tf_mask m;
+      clip_request((size_t)a2, (const cpu_set_t*)(uintptr_t)a3, &m);
+      return real_syscall(number, a1, (long)sizeof m, (long)(uintptr_t)&m);
+    }
+  }
+  if (UNLIKELY(real_syscall == NULL)) {  // only while init_once resolves on this thread
+    const long r = raw_syscall6(number, a1, a2, a3, a4, a5, a6);
+    if (r < 0 && r > -4096) {
+      errno = (int)-r;
+      return -1;
+    }
+    return r;
+  }
+  return real_syscall(number, a1, a2, a3, a4, a5, a6);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forwarded runtime entry points (OpenMP, BLAS). The real definition is looked up like the
+// dynamic linker would have bound the caller without us: first the global scope after the shim
+// (RTLD_NEXT, cached for good), else the caller's own local scope — a library dlopen()ed with
+// RTLD_LOCAL (a Python extension) brings its libgomp/libopenblas along without putting it in the
+// global scope. Those lookups are cached per call site and dropped when any object is unloaded.
+enum fwd_id {
+  F_GOMP_parallel,
+  F_GOMP_parallel_start,
+  F_GOMP_parallel_reductions,
+  F_GOMP_parallel_loop_static,
+  F_GOMP_parallel_loop_dynamic,
+  F_GOMP_parallel_loop_guided,
+  F_GOMP_parallel_loop_runtime,
+  F_GOMP_parallel_loop_nonmonotonic_dynamic,
+  F_GOMP_parallel_loop_nonmonotonic_guided,
+  F_GOMP_parallel_loop_nonmonotonic_runtime,
+  F_GOMP_parallel_loop_maybe_nonmonotonic_runtime,
+  F_GOMP_parallel_loop_static_start,
+  F_GOMP_parallel_loop_dynamic_start,
+  F_GOMP_parallel_loop_guided_start,
+  F_GOMP_parallel_loop_runtime_start,
+  F_GOMP_parallel_sections,
+  F_GOMP_parallel_sections_start,
+  F_omp_set_num_threads,
+  F_omp_get_max_threads,
+  F_kmpc_push_num_threads,
+  F_MKL_Set_Num_Threads,
+  F_mkl_set_num_threads,
+  F_mkl_set_num_threads_,
+  F_openblas_set_num_threads,
+  F_goto_set_num_threads,
+  F_COUNT
+};
+static const char* const fwd_names[F_COUNT] = {
+    "GOMP_parallel",
+    "GOMP_parallel_start",
+    "GOMP_parallel_reductions",
+    "GOMP_parallel_loop_static",
+    "GOMP_parallel_loop_dynamic",
+    "GOMP_parallel_loop_guided",
+    "GOMP_parallel_loop_runtime",
+    "GOMP_parallel_loop_nonmonotonic_dynamic",
+    "GOMP_parallel_loop_nonmonotonic_guided",
+    "GOMP_parallel_loop_nonmonotonic_runtime",
+    "GOMP_parallel_loop_maybe_nonmonotonic_runtime",
+    "GOMP_parallel_loop_static_start",
+    "GOMP_parallel_loop_dynamic_start",
+    "GOMP_parallel_loop_guided_start",
+    "GOMP_parallel_loop_runtime_start",
+    "GOMP_parallel_sections",
+    "GOMP_parallel_sections_start",
+    "omp_set_num_threads",
+    "omp_get_max_threads",
+    "__kmpc_push_num_threads",
+    "MKL_Set_Num_Threads",
+    "mkl_set_num_threads",
+    "mkl_set_num_threads_",
+    "openblas_set_num_threads",
+    "goto_set_num_threads",
+};
+static _Atomic(void*) g_fwd_global[F_COUNT];
+
+// Per-call-site cache (seqlock per entry: odd = being written).
+enum { FWD_CACHE = 64 };
+typedef struct {
+  atomic_uint seq;
+  _Atomic(const void*) ra;
+  atomic_int id;
+  atomic_ullong subs;
+  _Atomic(void*) fn;
+} fwd_entry;
+static fwd_entry g_fwd_cache[FWD_CACHE];
+
+static int subs_cb(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  *(unsigned long long*)data = info->dlpi_subs;
+  return 1;  // the first object is enough: dlpi_subs is global
+}
+static unsigned long long unload_generation(void) {
+  unsigned long long subs = 0;
+  dl_iterate_phdr(subs_cb, &subs);
+  return subs;
+}
+
+// Our own definition of a forwarded name (never forward to ourselves).
+static bool is_self(void* p) {
+  if (p == NULL) return false;
+  Dl_info a, b;
+  void* here;
+  void (*self_fn)(void) = (void (*)(void))init_once;
+  memcpy(&here, &self_fn, sizeof here);
+  return dladdr(p, &a) != 0 && dladdr(here, &b) != 0 && a.dli_fbase == b.dli_fbase;
+}
+
+static void* resolve_fwd(enum fwd_id id, const void* ra) {
+  void* p = atomic_load_explicit(&g_fwd_global[id], memory_order_acquire);
+  if (p != NULL) return p;
+  if (tl_in_hook) return NULL;
+
+  const unsigned long long gen = unload_generation();
+  fwd_entry* e = &g_fwd_cache[(((uintptr_t)ra >> 2) ^ ((uintptr_t)id * 0x9e37u)) % FWD_CACHE];
+  const unsigned s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
+  if ((s1 & 1u) == 0 && atomic_load_explicit(&e->ra, memory_order_relaxed) == ra &&
+      atomic_load_explicit(&e->id, memory_order_relaxed) == (int)id &&
+      atomic_load_explicit(&e->subs, memory_order_relaxed) == gen) {
+    p = atomic_load_explicit(&e->fn, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1 && p != NULL) return p;
+  }
+
+  tl_in_hook = 1;
+  p = dlsym(RTLD_NEXT, fwd_names[id]);
+  if (p != NULL && !is_self(p)) {
+    atomic_store_explicit(&g_fwd_global[id], p, memory_order_release);
+    tl_in_hook = 0;
+    return p;
+  }
+  p = NULL;
+  Dl_info info;
+  struct link_map* lm = NULL;
+  if (ra != NULL && dladdr1(ra, &info, (void**)&lm, RTLD_DL_LINKMAP) != 0 && lm != NULL &&
+      lm->l_name != NULL && lm->l_name[0] != '\0') {
+    void* handle = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
+    if (handle != NULL) {
+      p = dlsym(handle, fwd_names[id]);
+      dlclose(handle);
+    }
+  }
+  if (is_self(p)) p = NULL;
+  if (p != NULL) {
+    unsigned s = atomic_load_explicit(&e->seq, memory_order_relaxed);
+    if ((s & 1u) == 0 && atomic_compare_exchange_strong_explicit(
+                             &e->seq, &s, s + 1, memory_order_acquire, memory_order_relaxed)) {
+      atomic_store_explicit(&e->ra, ra, memory_order_relaxed);
+      atomic_store_explicit(&e->id, (int)id, memory_order_relaxed);
+      atomic_store_explicit(&e->subs, gen, memory_order_relaxed);
+      atomic_store_explicit(&e->fn, p, memory_order_relaxed);
+      atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+    }
+  }
+  tl_in_hook = 0;
+  return p;
+}
+
+// The team size to ask for instead of `n`; makes the caller a lane master.
+static unsigned clamp_team(unsigned n, const void* ra) {
+  if (!active() || tl_in_hook) return n;
+  become_master();
+  if (n > g_intra) {
+    count(&c_teams_clamped);
+    return g_intra;
+  }
+  if (n == 0) {  // the runtime's default: nthreads-var, which OMP_NUM_THREADS or a direct call set
+    int (*max_threads)(void);
+    AS_FN(max_threads, resolve_fwd(F_omp_get_max_threads, ra));
+    if (max_threads != NULL && max_threads() > (int)g_intra) {
+      count(&c_teams_clamped);
+      return g_intra;
+    }
+  }
+  return n;
+}
+static int clamp_setter(int n) {
+  if (active() && n > (int)g_intra) {
+    count(&c_setters_clamped);
+    return (int)g_intra;
+  }
+  return n;
+}
+
+typedef void (*omp_fn)(void*);
+
+EXPORT void GOMP_parallel(omp_fn fn, void* data, unsigned num_threads, unsigned flags) {
+  const void* ra = RA();
+  void (*real)(omp_fn, void*, unsigned, unsigned);
+  AS_FN(real, resolve_fwd(F_GOMP_parallel, ra));
+  if (real == NULL) {  // no runtime to be found: a team of one is still a correct execution
+    fn(data);
+    return;
+  }
+  real(fn, data, clamp_team(num_threads, ra), flags);
+}
+
+EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void* data, unsigned num_threads,
+                                         unsigned flags) {
+  const void* ra = RA();
+  unsigned (*real)(omp_fn, void*, unsigned, unsigned);
+  AS_FN(real, resolve_fwd(F_GOMP_parallel_reductions, ra));
+  if (real == NULL) {
+    fn(data);
+    return 1;
+  }
+  return real(fn, data, clamp_team(num_threads, ra), flags);
+}
+
+EXPORT void GOMP_parallel_start(omp_fn fn, void* data, unsigned num_threads) {
+  const void* ra = RA();
+  void (*real)(omp_fn, void*, unsigned);
+  AS_FN(real, resolve_fwd(F_GOMP_parallel_start, ra));
+  if (real != NULL) real(fn, data, clamp_team(num_threads, ra));
+}
+
+#define GOMP_LOOP4(name)                                                                           \
+  EXPORT void name(omp_fn fn, void* data, unsigned num_threads, long start, long end, long incr,   \
+                   long chunk, unsigned flags) {                                                   \
+    const void* ra = RA();                                                                         \
+    void (*real)(omp_fn, void*, unsigned, long, long, long, long, unsigned);                       \
+    AS_FN(real, resolve_fwd(F_##name, ra));                                                        \
+    if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr, chunk, flags); \
+  }
+#define GOMP_LOOP3(name)                                                                         \
+  EXPORT void name(omp_fn fn, void* data, unsigned num_threads, long start, long end, long incr, \
+                   unsigned flags) {                                                             \
+    const void* ra = RA();                                                                       \
+    void (*real)(omp_fn, void*, unsigned, long, long, long, unsigned);                           \
+    AS_FN(real, resolve_fwd(F_##name, ra));                                                      \
+    if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr, flags);      \
+  }
+#define GOMP_LOOP4_START(name)                                                                   \
+  EXPORT void name(omp_fn fn, void* data, unsigned num_threads, long start, long end, long incr, \
+                   long chunk) {                                                                 \
+    const void* ra = RA();                                                                       \
+    void (*real)(omp_fn, void*, unsigned, long, long, long, long);                               \
+    AS_FN(real, resolve_fwd(F_##name, ra));                                                      \
+    if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr, chunk);      \
+  }
+
+// Combined parallel loops (a runtime that lacks one is never called for it: the compiler only
+// emits the ones the linked runtime has, and a NULL lookup means no runtime at all).
+GOMP_LOOP4(GOMP_parallel_loop_static)
+GOMP_LOOP4(GOMP_parallel_loop_dynamic)
+GOMP_LOOP4(GOMP_parallel_loop_guided)
+GOMP_LOOP3(GOMP_parallel_loop_runtime)
+GOMP_LOOP4(GOMP_parallel_loop_nonmonotonic_dynamic)
+GOMP_LOOP4(GOMP_parallel_loop_nonmonotonic_guided)
+GOMP_LOOP3(GOMP_parallel_loop_nonmonotonic_runtime)
+GOMP_LOOP3(GOMP_parallel_loop_maybe_nonmonotonic_runtime)
+GOMP_LOOP4_START(GOMP_parallel_loop_static_start)
+GOMP_LOOP4_START(GOMP_parallel_loop_dynamic_start)
+GOMP_LOOP4_START(GOMP_parallel_loop_guided_start)
+
+EXPORT void GOMP_parallel_loop_runtime_start(omp_fn fn, void* data, unsigned num_threads,
+                                             long start, long end, long incr) {
+  const void* ra = RA();
+  void (*real)(omp_fn, void*, unsigned, long, long, long);
+  AS_FN(real, resolve_fwd(F_GOMP_parallel_loop_runtime_start, ra));
+  if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr);
+}
+
+EXPORT void GOMP_parallel_sections(omp_fn fn, void* data, unsigned num_threads, unsigned count_,
+                                   unsigned flags) {
+  const void* ra = RA();
+  void (*real)(omp_fn, void*, unsigned, unsigned, unsigned);
+  AS_FN(real, resolve_fwd(F_GOMP_parallel_sections, ra));
+  if (real != NULL) real(fn, data, clamp_team(num_threads, ra), count_, flags);
+}
+
+EXPORT void GOMP_parallel_sections_start(omp_fn fn, void* data, unsigned num_threads,
+                                         unsigned count_) {
+  const void* ra = RA();
+  void (*real)(omp_fn, void*, unsigned, unsigned);
+  AS_FN(real, resolve_fwd(F_GOMP_parallel_sections_start, ra));
+  if (real != NULL) real(fn, data, clamp_team(num_threads, ra), count_);
+}
+
+EXPORT void omp_set_num_threads(int n) {
+  void (*real)(int);
+  AS_FN(real, resolve_fwd(F_omp_set_num_threads, RA()));
+  if (real != NULL) real(clamp_setter(n));
+}
+
+// Intel/LLVM OpenMP: the num_threads clause becomes a push before __kmpc_fork_call.
+EXPORT void __kmpc_push_num_threads(void* loc, int32_t gtid, int32_t num_threads) {
+  const void* ra = RA();
+  void (*real)(void*, int32_t, int32_t);
+  AS_FN(real, resolve_fwd(F_kmpc_push_num_threads, ra));
+  if (real == NULL) return;
+  if (num_threads > 0) num_threads = (int32_t)clamp_team((unsigned)num_threads, ra);
+  real(loc, gtid, num_threads);
+}
+
+// MKL: MKL_Set_Num_Threads(int) is what mkl.h's mkl_set_num_threads macro calls; the exported
+// lowercase mkl_set_num_threads / mkl_set_num_threads_ are Fortran entry points taking int*.
+EXPORT void MKL_Set_Num_Threads(int n) {
+  void (*real)(int);
+  AS_FN(real, resolve_fwd(F_MKL_Set_Num_Threads, RA()));
+  if (real != NULL) real(clamp_setter(n));
+}
+EXPORT void mkl_set_num_threads(const int* n) {
+  void (*real)(const int*);
+  AS_FN(real, resolve_fwd(F_mkl_set_num_threads, RA()));
+  if (real == NULL) return;
+  if (n == NULL) {
+    real(n);
+    return;
+  }
+  const int clamped = clamp_setter(*n);
+  real(&clamped);
+}
+EXPORT void mkl_set_num_threads_(const int* n) {
+  void (*real)(const int*);
+  AS_FN(real, resolve_fwd(F_mkl_set_num_threads_, RA()));
+  if (real == NULL) return;
+  if (n == NULL) {
+    real(n);
+    return;
+  }
+  const int clamped = clamp_setter(*n);
+  real(&clamped);
+}
+EXPORT void openblas_set_num_threads(int n) {
+  void (*real)(int);
+  AS_FN(real, resolve_fwd(F_openblas_set_num_threads, RA()));
+  if (real != NULL) real(clamp_setter(n));
+}
+EXPORT void goto_set_num_threads(int n) {
+  void (*real)(int);
+  AS_FN(real, resolve_fwd(F_goto_set_num_threads, RA()));
+  if (real != NULL) real(clamp_setter(n));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Process life cycle.
+
+// fork: the child has one thread (the caller); counters, lanes and occupancy start over, keeping
+// what that thread holds. Async-signal-safe (plain stores).
+static void atfork_child(void) {
+  atomic_ullong* counters[] = {&c_threads, &c_workers,       &c_others,          &c_unpinned,
+                               &c_masters, &c_teams_clamped, &c_setters_clamped, &c_clipped,
+                               &c_escapes, &c_runtime_kept};
+  for (size_t i = 0; i < sizeof counters / sizeof counters[0]; ++i)
+    atomic_store_explicit(counters[i], 0, memory_order_relaxed);
+  for (unsigned i = 0; i < g_ncpus; ++i)
+    atomic_store_explicit(&g_occupancy[i], 0, memory_order_relaxed);
+  for (unsigned i = 0; i < g_interop; ++i) {
+    atomic_store_explicit(&g_lane_masters[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&g_lane_used[i], 0, memory_order_relaxed);
+  }
+  for (unsigned i = 0; i < NSLOTS; ++i)
+    atomic_store_explicit(&g_slots[i].state, 0, memory_order_relaxed);
+  for (unsigned i = 0; i < FWD_CACHE; ++i)
+    atomic_store_explicit(&g_fwd_cache[i].seq, 0, memory_order_relaxed);
+  atomic_store_explicit(&g_lane_rr, 0, memory_order_relaxed);
+  if (tl_role != ROLE_NONE) {
+    atomic_store_explicit(&g_occupancy[tl_cpu], 1, memory_order_relaxed);
+    if (tl_role == ROLE_MASTER) {
+      atomic_store_explicit(&g_lane_masters[tl_lane], 1, memory_order_relaxed);
+      atomic_store_explicit(&g_lane_used[tl_lane], 1, memory_order_relaxed);
+      atomic_store_explicit(&g_lane_rr, (unsigned)tl_lane + 1, memory_order_relaxed);
+    }
+  }
+}
+
+static void init_once(void) {
+  tl_in_init = 1;
+  LOAD_NEXT(real_pthread_create, "pthread_create");
+  LOAD_NEXT(real_sysconf, "sysconf");
+  LOAD_NEXT(real_get_nprocs, "get_nprocs");
+  LOAD_NEXT(real_get_nprocs_conf, "get_nprocs_conf");
+  LOAD_NEXT(real_sched_getaffinity, "sched_getaffinity");
+  LOAD_NEXT(real_sched_setaffinity, "sched_setaffinity");
+  LOAD_NEXT(real_pthread_getaffinity_np, "pthread_getaffinity_np");
+  LOAD_NEXT(real_pthread_setaffinity_np, "pthread_setaffinity_np");
+  LOAD_NEXT(real_syscall, "syscall");
+  // Runtimes already loaded are resolved now, while the process is single-threaded: dlsym takes
+  // the loader lock, which later calls had better not need (see addr_in_openmp_runtime).
+  for (int id = 0; id < F_COUNT; ++id) {
+    void* p = dlsym(RTLD_NEXT, fwd_names[id]);
+    if (p != NULL && !is_self(p)) atomic_store_explicit(&g_fwd_global[id], p, memory_order_release);
+  }
+
+  const char* cpus = secure_getenv("TFPIN_CPUS");
+  if (cpus != NULL) {
+    const char* report = secure_getenv("TFPIN_REPORT");
+    if (report != NULL && report[0] != '\0') {
+      if (strcmp(report, "stderr") == 0) {
+        g_report = REPORT_STDERR;
+      } else if (strlen(report) < sizeof g_report_path) {
+        memcpy(g_report_path, report, strlen(report) + 1);
+        g_report = REPORT_FILE;
+      }
+    }
+    const char* why = parse_cpulist(cpus);
+    if (why == NULL && !parse_uint(secure_getenv("TFPIN_INTEROP"), TF_MAX_CPUS, &g_interop))
+      why = "TFPIN_INTEROP is missing or not a positive integer";
+    if (why == NULL && !parse_uint(secure_getenv("TFPIN_INTRA"), TF_MAX_CPUS, &g_intra))
+      why = "TFPIN_INTRA is missing or not a positive integer";
+    if (why == NULL && (g_interop == 0 || g_intra == 0))
+      why = "TFPIN_INTEROP and TFPIN_INTRA must be positive";
+    if (why == NULL && g_interop * g_intra != g_ncpus)
+      why = "TFPIN_CPUS does not list TFPIN_INTEROP x TFPIN_INTRA cpus";
+    if (why == NULL && (real_pthread_create == NULL || real_sched_setaffinity == NULL ||
+                        real_sched_getaffinity == NULL))
+      why = "cannot resolve the C library's functions";
+    if (why != NULL) {
+      outbuf o = {.n = 0};
+      ob_prefix(&o);
+      ob_str(&o, "invalid plan (");
+      ob_str(&o, why);
+      ob_str(&o, "); the shim is inactive\n");
+      emit(&o);
+      g_ncpus = 0;
+    } else {
+      size_t len = strlen(cpus);
+      if (len >= sizeof g_cpus_text) len = sizeof g_cpus_text - 1;
+      memcpy(g_cpus_text, cpus, len);
+      g_cpus_text[len] = '\0';
+      g_active = true;
+      pthread_atfork(NULL, NULL, atfork_child);
+      // The initial thread belongs to the task as a whole, like every thread not yet in a lane.
+      pin_to_plan();
+    }
+  }
+  atomic_store_explicit(&g_ready, 1, memory_order_release);
+  tl_in_init = 0;
+}
+
+__attribute__((constructor)) static void tfpin_shim_init(void) { (void)ready(); }
+
+__attribute__((destructor)) static void tfpin_shim_report(void) {
+  if (!atomic_load_explicit(&g_ready, memory_order_acquire) || !g_active || g_report == REPORT_NONE)
+    return;
+  unsigned lanes = 0;
+  for (unsigned i = 0; i < g_interop; ++i)
+    lanes += atomic_load_explicit(&g_lane_used[i], memory_order_relaxed) ? 1u : 0u;
+  outbuf o = {.n = 0};
+  ob_prefix(&o);
+  ob_str(&o, "cpus=");
+  ob_str(&o, g_cpus_text);
+  ob_str(&o, " interop=");
+  ob_u64(&o, g_interop);
+  ob_str(&o, " intra=");
+  ob_u64(&o, g_intra);
+  const struct {
+    const char* name;
+    atomic_ullong* value;
+  } fields[] = {
+      {" threads_created=", &c_threads},
+      {" omp_workers_pinned=", &c_workers},
+      {" other_threads_pinned=", &c_others},
+      {" threads_unpinned=", &c_unpinned},
+      {" masters_pinned=", &c_masters},
+      {" teams_clamped=", &c_teams_clamped},
+      {" num_threads_clamped=", &c_setters_clamped},
+      {" affinity_clipped=", &c_clipped},
+      {" escapes_refused=", &c_escapes},
+      {" runtime_binds_kept=", &c_runtime_kept},
+  };
+  for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) {
+    ob_str(&o, fields[i].name);
+    ob_u64(&o, atomic_load_explicit(fields[i].value, memory_order_relaxed));
+  }
+  ob_str(&o, " lanes_used=");
+  ob_u64(&o, lanes);
+  ob_str(&o, "/");
+  ob_u64(&o, g_interop);
+  ob_str(&o, "\n");
+  emit(&o);
+}

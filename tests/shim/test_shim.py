@@ -1,0 +1,511 @@
+#!/usr/bin/python3
+"""Tests of libtfpin-shim.so: real programs run under the real shim (LD_PRELOAD) with a plan in
+the environment. Every thread's affinity is read by the probes themselves from /proc (and raw
+syscalls, which the shim does not hook); what each run printed is echoed, so a log shows what
+was seen. Standard library only.
+
+Environment (set by tests/shim/meson.build): TFPIN_SHIM_LIB, SHIM_PROBE, SHIM_PROBE_DL,
+SHIM_PROBE_BLAS, SHIM_OMP_PLUGIN, SHIM_PROBE_KMP (optional, clang + libomp), TFPIN_EXE.
+Run one group: test_shim.py -v OpenMP
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SHIM = os.environ.get("TFPIN_SHIM_LIB", "")
+PROBE = os.environ.get("SHIM_PROBE", "")
+PROBE_DL = os.environ.get("SHIM_PROBE_DL", "")
+PROBE_BLAS = os.environ.get("SHIM_PROBE_BLAS", "")
+PLUGIN = os.environ.get("SHIM_OMP_PLUGIN", "")
+PROBE_KMP = os.environ.get("SHIM_PROBE_KMP", "")
+TFPIN = os.environ.get("TFPIN_EXE", "")
+PYTHON = "/usr/bin/python3"
+
+# Plans use the first two CPUs this test may use (0 and 1 on the 2-core build machine).
+CPUS = sorted(os.sched_getaffinity(0))
+A, B = (CPUS + [None, None])[:2]
+BOTH = sorted([A, B]) if B is not None else []
+
+HOOKED = {
+    "pthread_create", "sysconf", "get_nprocs", "get_nprocs_conf", "sched_getaffinity",
+    "sched_setaffinity", "pthread_getaffinity_np", "pthread_setaffinity_np", "syscall",
+    "omp_set_num_threads",
+    "GOMP_parallel", "GOMP_parallel_start", "GOMP_parallel_reductions",
+    "GOMP_parallel_loop_static", "GOMP_parallel_loop_dynamic", "GOMP_parallel_loop_guided",
+    "GOMP_parallel_loop_runtime", "GOMP_parallel_loop_nonmonotonic_dynamic",
+    "GOMP_parallel_loop_nonmonotonic_guided", "GOMP_parallel_loop_nonmonotonic_runtime",
+    "GOMP_parallel_loop_maybe_nonmonotonic_runtime", "GOMP_parallel_loop_static_start",
+    "GOMP_parallel_loop_dynamic_start", "GOMP_parallel_loop_guided_start",
+    "GOMP_parallel_loop_runtime_start", "GOMP_parallel_sections", "GOMP_parallel_sections_start",
+    "__kmpc_push_num_threads", "MKL_Set_Num_Threads", "mkl_set_num_threads",
+    "mkl_set_num_threads_", "openblas_set_num_threads", "goto_set_num_threads",
+}
+
+PY_COUNTS = ("import json, os\n"
+             "allowed = [l.split(':', 1)[1].strip() for l in open('/proc/self/status')"
+             " if l.startswith('Cpus_allowed_list')][0]\n"
+             "print(json.dumps({'cpu_count': os.cpu_count(),"
+             " 'affinity': sorted(os.sched_getaffinity(0)), 'status_allowed': allowed,"
+             " 'plan': os.environ.get('TFPIN_CPUS')}))")
+
+
+def plan(cpus, interop, intra):
+    env = {"TFPIN_CPUS": cpus}
+    if interop is not None:
+        env["TFPIN_INTEROP"] = str(interop)
+    if intra is not None:
+        env["TFPIN_INTRA"] = str(intra)
+    return env
+
+
+def base_env():
+    """The caller's environment without anything that steers OpenMP, tfpin or preloading."""
+    return {k: v for k, v in os.environ.items()
+            if not k.startswith(("TFPIN_", "OMP_", "GOMP_", "KMP_", "SHIM_", "MKL_", "OPENBLAS_"))
+            and k != "LD_PRELOAD"}
+
+
+def run(argv, plan_env=None, preload=True, env=None, timeout=60, check=True):
+    e = base_env()
+    if preload:
+        e["LD_PRELOAD"] = SHIM
+    if plan_env:
+        e.update(plan_env)
+    if env:
+        e.update(env)
+    shown = " ".join(f"{k}={v}" for k, v in sorted(e.items())
+                     if k.startswith(("TFPIN_", "OMP_", "LD_PRELOAD")))
+    t0 = time.monotonic()
+    p = subprocess.run([str(a) for a in argv], env=e, capture_output=True, text=True,
+                       timeout=timeout)
+    dt = time.monotonic() - t0
+    print(f"\n$ {shown} {' '.join(os.path.basename(str(a)) if i == 0 else str(a) for i, a in enumerate(argv))}"
+          f"   [{dt:.2f}s, exit {p.returncode}]")
+    if p.stdout.strip():
+        print(p.stdout.rstrip())
+    if p.stderr.strip():
+        print("stderr: " + p.stderr.rstrip())
+    sys.stdout.flush()
+    if check and p.returncode != 0:
+        raise AssertionError(f"{argv} exited with {p.returncode}: {p.stderr}")
+    return p
+
+
+def last_json(text):
+    lines = [l for l in text.splitlines() if l.startswith("{")]
+    if not lines:
+        raise AssertionError(f"no JSON in output: {text!r}")
+    return json.loads(lines[-1])
+
+
+def probe(*args, **kw):
+    return last_json(run([PROBE, *args], **kw).stdout)
+
+
+REPORT_RE = re.compile(r"tfpin-shim\[(\d+)\]: (.*)")
+
+
+def reports(text):
+    """{pid: {key: value}} from the shim's summary lines."""
+    out = {}
+    for line in text.splitlines():
+        m = REPORT_RE.search(line)
+        if m and "invalid plan" not in line:
+            out[int(m.group(1))] = dict(kv.split("=", 1) for kv in m.group(2).split())
+    return out
+
+
+def setUpModule():
+    missing = [n for n, v in [("TFPIN_SHIM_LIB", SHIM), ("SHIM_PROBE", PROBE)] if not v]
+    if missing:
+        raise unittest.SkipTest(f"{missing} not set: run through meson test")
+    if B is None:
+        raise unittest.SkipTest("needs at least 2 usable CPUs")
+
+
+class Build(unittest.TestCase):
+    def test_needs_libc_only(self):
+        out = run(["readelf", "-d", SHIM], preload=False).stdout
+        needed = re.findall(r"\(NEEDED\)\s+Shared library: \[(.*)\]", out)
+        print("NEEDED:", needed)
+        self.assertIn("libc.so.6", needed)
+        self.assertTrue(set(needed) <= {"libc.so.6", "ld-linux-x86-64.so.2"}, needed)
+
+    def test_exports_only_the_hooks(self):
+        out = run(["nm", "-D", "--defined-only", SHIM], preload=False).stdout
+        exported = {l.split()[-1].split("@")[0] for l in out.splitlines() if l.strip()}
+        self.assertEqual(exported, HOOKED)
+
+    def test_no_cxx_runtime_references(self):
+        out = run(["nm", "-D", "--undefined-only", SHIM], preload=False).stdout
+        # (__cxa_finalize is glibc's, referenced by every shared object's crtbegin)
+        bad = [l for l in out.splitlines() if "_Z" in l or "__gxx" in l or "_Unwind" in l or
+               ("__cxa" in l and "__cxa_finalize" not in l)]
+        self.assertEqual(bad, [])
+
+    def test_nodelete_and_bind_now(self):
+        out = run(["readelf", "-d", SHIM], preload=False).stdout
+        self.assertRegex(out, r"FLAGS_1\).*NODELETE")
+        self.assertRegex(out, r"FLAGS_1\).*NOW")
+
+
+class CpuCount(unittest.TestCase):
+    def check_counts(self, c, n, cpus):
+        for key in ("sysconf_onln", "sysconf_conf", "get_nprocs", "get_nprocs_conf",
+                    "sched_getaffinity", "sched_getaffinity_tid", "pthread_getaffinity",
+                    "hardware_concurrency", "omp_get_num_procs"):
+            self.assertEqual(c[key], n, key)
+        self.assertEqual(c["sched_getaffinity_rc"], 0)
+        self.assertEqual(c["pthread_getaffinity_rc"], 0)
+        self.assertEqual(c["sched_getaffinity_cpus"], cpus)
+
+    def test_one_cpu_plan(self):
+        c = probe("counts", plan_env=plan(f"{B}", 1, 1))
+        self.check_counts(c, 1, [B])
+        self.assertEqual(c["real_mask"], [B], "the initial thread is bound to the plan")
+
+    def test_two_cpu_plan(self):
+        c = probe("counts", plan_env=plan(f"{B},{A}", 2, 1))
+        self.check_counts(c, 2, BOTH)
+        self.assertEqual(c["real_mask"], BOTH)
+
+    def test_python(self):
+        code = "import os; print(os.cpu_count(), len(os.sched_getaffinity(0)))"
+        for cpus, n in ((f"{B}", 1), (f"{A},{B}", 2)):
+            out = run([PYTHON, "-c", code], plan_env=plan(cpus, 1, n)).stdout.split()
+            self.assertEqual(out, [str(n), str(n)])
+
+    def test_other_process_is_not_rewritten(self):
+        # Asking about another process (our parent: this test) reports its real mask.
+        code = ("import os; print(len(os.sched_getaffinity(os.getppid())))")
+        out = run([PYTHON, "-c", code], plan_env=plan(f"{B}", 1, 1)).stdout.split()
+        self.assertEqual(out, [str(len(CPUS))])
+
+
+class OpenMP(unittest.TestCase):
+    def masks_by_num(self, result):
+        return {m["num"]: m["allowed"] for m in result["members"]}
+
+    def test_team_clamped_one_per_core(self):
+        r = probe("omp", 64, plan_env=plan(f"{A},{B}", 1, 2))
+        self.assertEqual(r["team"], 2)
+        self.assertEqual(self.masks_by_num(r), {0: [A], 1: [B]})
+
+    def test_lane_order_is_not_sorted(self):
+        r = probe("omp", 64, plan_env=plan(f"{B},{A}", 1, 2))
+        self.assertEqual(self.masks_by_num(r), {0: [B], 1: [A]})
+
+    def test_two_lanes_of_one(self):
+        r = probe("omp", 64, plan_env=plan(f"{A},{B}", 2, 1))
+        self.assertEqual(r["team"], 1)
+        self.assertEqual(self.masks_by_num(r), {0: [A]})
+
+    def test_default_team_follows_omp_num_threads_clamped(self):
+        r = probe("omp", 0, plan_env=plan(f"{A},{B}", 1, 2), env={"OMP_NUM_THREADS": "8"})
+        self.assertEqual(r["team"], 2)
+        r = probe("omp", 0, plan_env=plan(f"{A},{B}", 2, 1))  # nthreads-var = N = 2 > intra
+        self.assertEqual(r["team"], 1)
+
+    def test_repeated_regions_keep_the_pins(self):
+        r = probe("omp", 64, 200, plan_env=plan(f"{A},{B}", 1, 2))
+        self.assertEqual(self.masks_by_num(r), {0: [A], 1: [B]})
+        workers = [t for t in r["tasks"] if t["allowed"] == [B]]
+        self.assertEqual(len(r["tasks"]), 2, "one worker thread, reused")
+        self.assertEqual(len(workers), 1)
+
+    def test_combined_constructs_and_old_abi(self):
+        # parallel for (GOMP_parallel_loop_*), sections, and GOMP_parallel*_start (GCC < 4.9).
+        r = probe("constructs", 64, plan_env=plan(f"{A},{B}", 1, 2))
+        self.assertEqual(len(r), 9)
+        for name, team in r.items():
+            self.assertEqual(team["team"], 2, name)
+            self.assertTrue(all(len(m) == 1 for m in team["masks"]), name)
+            self.assertEqual(len({m[0] for m in team["masks"]}), len(team["masks"]), name)
+        r = probe("constructs", 64, preload=False)
+        self.assertEqual({t["team"] for t in r.values()}, {64})
+
+    def test_interop_lanes_are_disjoint(self):
+        r = probe("interop", 40, 64, plan_env=plan(f"{A},{B}", 2, 1))
+        a, b = r["A"], r["B"]
+        self.assertEqual(a["team_max"], 1)
+        self.assertEqual(b["team_max"], 1)
+        self.assertEqual(len(a["allowed_union"]), 1)
+        self.assertEqual(len(b["allowed_union"]), 1)
+        self.assertEqual(sorted(a["allowed_union"] + b["allowed_union"]), BOTH)
+        self.assertEqual(a["cpus_run_on"], a["allowed_union"])
+        self.assertEqual(b["cpus_run_on"], b["allowed_union"])
+
+    def test_without_shim_nothing_is_clamped(self):
+        # The control: the same probe without the shim really asks for 64 threads.
+        r = probe("omp", 64, preload=False, plan_env=plan(f"{A},{B}", 1, 2))
+        self.assertEqual(r["team"], 64)
+
+    @unittest.skipUnless(PROBE_KMP, "clang/libomp not available")
+    def test_llvm_openmp(self):
+        r = last_json(run([PROBE_KMP, 64], plan_env=plan(f"{A},{B}", 1, 2)).stdout)
+        self.assertEqual(r["team"], 2)
+        self.assertEqual(sorted(r["members"]), [str(A), str(B)])
+        r = last_json(run([PROBE_KMP, 0], plan_env=plan(f"{A},{B}", 1, 2)).stdout)
+        self.assertEqual(r["team"], 2, "omp_set_num_threads(64) clamped")
+        r = last_json(run([PROBE_KMP, 64], plan_env=plan(f"{A},{B}", 2, 1)).stdout)
+        self.assertEqual(r["team"], 1)
+        r = last_json(run([PROBE_KMP, 64], preload=False).stdout)
+        self.assertEqual(r["team"], 64)
+
+
+class Threads(unittest.TestCase):
+    def test_pool_of_hardware_concurrency(self):
+        r = probe("pool", plan_env=plan(f"{B}", 1, 1))
+        self.assertEqual(r["hardware_concurrency"], 1)
+        self.assertEqual(r["threads"], [[B]])
+        r = probe("pool", plan_env=plan(f"{A},{B}", 1, 2))
+        self.assertEqual(r["hardware_concurrency"], 2)
+        self.assertEqual(r["threads"], [BOTH, BOTH])
+
+    def test_thread_after_a_region_gets_the_full_set(self):
+        for interop, intra in ((1, 2), (2, 1)):
+            r = probe("after", plan_env=plan(f"{A},{B}", interop, intra))
+            self.assertEqual(r["main_after_region"], [A], "the main thread leads lane 0")
+            self.assertEqual(r["thread"], BOTH)
+            self.assertEqual(r["thread_raw"], BOTH)
+
+    def test_without_shim_the_thread_inherits(self):
+        # The control: pinning the main thread by hand then creating a thread collapses it.
+        r = probe("setaff", "cpu", A, preload=False)
+        self.assertEqual(r["child"], [A])
+
+
+class Affinity(unittest.TestCase):
+    def test_all_cpus_stays_in_plan(self):
+        for how in ("all", "pall"):
+            r = probe("setaff", how, plan_env=plan(f"{B}", 1, 1))
+            self.assertEqual((r["rc"], r["errno"]), (0, 0))
+            self.assertEqual(r["allowed"], [B])
+            self.assertEqual(r["child"], [B])
+
+    def test_outside_only_gets_the_plan_set(self):
+        # Documented fail-open: an empty intersection becomes the whole plan; the call succeeds.
+        for how in ("cpu", "pcpu"):
+            r = probe("setaff", how, A, plan_env=plan(f"{B}", 1, 1))
+            self.assertEqual((r["rc"], r["errno"]), (0, 0))
+            self.assertEqual(r["allowed"], [B])
+            self.assertEqual(r["raw"], [B])
+
+    def test_inside_plan_is_honoured(self):
+        r = probe("setaff", "cpu", B, plan_env=plan(f"{A},{B}", 1, 2))
+        self.assertEqual(r["allowed"], [B])
+        self.assertEqual(r["child"], BOTH, "new non-OpenMP threads still get the task set")
+
+
+class ForkExec(unittest.TestCase):
+    def test_exec_python_child_keeps_the_plan(self):
+        r = last_json(run([PROBE, "forkexec", PYTHON, "-c", PY_COUNTS],
+                          plan_env=plan(f"{B}", 1, 1)).stdout)
+        self.assertEqual(r["cpu_count"], 1)
+        self.assertEqual(r["affinity"], [B])
+        self.assertEqual(r["status_allowed"], str(B))
+        self.assertEqual(r["plan"], str(B))
+
+    def test_exec_self(self):
+        r = last_json(run([PROBE, "forkexec", PROBE, "counts"], plan_env=plan(f"{B}", 1, 1)).stdout)
+        self.assertEqual(r["sysconf_onln"], 1)
+        self.assertEqual(r["real_mask"], [B])
+
+    def test_fork_child_has_its_own_state(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "report")
+            out = run([PROBE, "fork"], plan_env=plan(f"{A},{B}", 1, 2),
+                      env={"TFPIN_REPORT": path}).stdout
+            with open(path) as f:
+                text = f.read()
+            print("report file:\n" + text)
+        lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+        child = next(l for l in lines if l["who"] == "child")
+        parent = next(l for l in lines if l["who"] == "parent")
+        self.assertEqual(parent["child_status"], 0)
+        self.assertEqual(child["thread"], BOTH)
+        self.assertEqual(child["self"], [A], "the forking master keeps its pin")
+        self.assertEqual(child["sysconf"], 2)
+        reps = reports(text)
+        self.assertEqual(len(reps), 2, "one summary per process")
+        counts = sorted(int(r["threads_created"]) for r in reps.values())
+        self.assertEqual(counts, [1, 2], "child: its one thread; parent: worker + thread")
+
+
+class Robustness(unittest.TestCase):
+    def test_thousand_short_lived_threads(self):
+        t0 = time.monotonic()
+        r = probe("churn", 1000, plan_env=plan(f"{B}", 1, 1), timeout=120)
+        print(f"1000 threads in {time.monotonic() - t0:.2f}s")
+        self.assertEqual(r["created"], 1000)
+        self.assertEqual(r["distinct_masks"], [[B]])
+
+    def test_two_thousand_threads_alive_at_once(self):
+        r = probe("churn", 2000, 2000, plan_env=plan(f"{B}", 1, 1), timeout=120)
+        self.assertEqual(r["created"], 2000)
+        self.assertEqual(r["distinct_masks"], [[B]])
+
+    def test_signal_storm(self):
+        # Plan of one cpu: the handler must see 1 everywhere (the machine has more).
+        r = probe("storm", 20000, plan_env=plan(f"{B}", 1, 1), timeout=120)
+        self.assertEqual(r["cpus"], 1)
+        self.assertGreater(r["handled"], 1000, "thousands of signals must land")
+        self.assertEqual(r["bad_values"], 0)
+        self.assertGreater(r["threads_spawned"], 0)
+        self.assertGreater(r["omp_regions"], 0)
+
+    def test_signal_storm_without_plan(self):
+        r = probe("storm", 5000, timeout=120)
+        self.assertEqual(r["bad_values"], 0)
+
+
+class NoPlan(unittest.TestCase):
+    # Deterministic modes only (who gets a dynamic loop's iterations is not).
+    MODES = [["counts"], ["omp", "64"], ["omp", "0"], ["pool"], ["after"], ["setaff", "all"],
+             ["setaff", "cpu", "{A}"], ["churn", "300"]]
+
+    def compare(self, plan_env, expect_stderr):
+        for mode in self.MODES:
+            args = [a.format(A=A) for a in mode]
+            with_shim = run([PROBE, *args], plan_env=plan_env, env={"TFPIN_REPORT": "stderr"})
+            without = run([PROBE, *args], preload=False)
+            self.assertEqual(with_shim.stdout, without.stdout, args)
+            if expect_stderr is None:
+                self.assertEqual(with_shim.stderr, "", args)
+            else:
+                self.assertEqual(with_shim.stderr.count(expect_stderr), 1, args)
+
+    def test_identical_without_plan(self):
+        self.compare(None, None)
+
+    def test_python_identical(self):
+        code = "import os; print(os.cpu_count(), sorted(os.sched_getaffinity(0)))"
+        self.assertEqual(run([PYTHON, "-c", code]).stdout,
+                         run([PYTHON, "-c", code], preload=False).stdout)
+
+    def test_invalid_plan_is_inert_and_says_so_once(self):
+        self.compare(plan(f"{A},{B}", 1, 3), "invalid plan")
+
+    def test_other_invalid_plans(self):
+        for bad in (plan(f"{A},{A}", 1, 2), plan("x", 1, 1), plan("", 1, 1),
+                    plan(f"{A},{B}", None, 2), plan(f"{A}-", 1, 1), plan("99999", 1, 1),
+                    plan(f"{A},{B}", 0, 2), plan(f"{A},,{B}", 1, 2), plan(f"{A},{B}", "2x", 1)):
+            quiet = run([PROBE, "counts"], plan_env=bad)
+            self.assertEqual(quiet.stderr, "", bad)
+            said = run([PROBE, "counts"], plan_env=bad, env={"TFPIN_REPORT": "stderr"})
+            self.assertEqual(said.stderr.count("invalid plan"), 1, bad)
+            self.assertEqual(said.stdout, run([PROBE, "counts"], preload=False).stdout, bad)
+
+
+class Dlopen(unittest.TestCase):
+    def check_region(self, region):
+        self.assertEqual(region["team"], 2)
+        self.assertEqual(sorted(region["members"]), [[A], [B]])
+        self.assertEqual(region["master_after"], [A])
+
+    def test_dlopen_local(self):
+        r = last_json(run([PROBE_DL, PLUGIN, "local", 64], plan_env=plan(f"{A},{B}", 1, 2)).stdout)
+        self.assertFalse(r["libgomp_before"])
+        self.assertTrue(r["libgomp_after"])
+        self.check_region(r["region"])
+        self.assertEqual(r["team_after_omp_set_64"], 2)
+        self.assertEqual((r["openblas_got"], r["mkl_got"]), (2, 2))
+
+    def test_dlopen_global(self):
+        r = last_json(run([PROBE_DL, PLUGIN, "global", 64], plan_env=plan(f"{A},{B}", 1, 2)).stdout)
+        self.check_region(r["region"])
+        self.assertEqual(r["team_after_omp_set_64"], 2)
+
+    def test_python_ctypes_loads_openmp_later(self):
+        code = ("import ctypes, sys\n"
+                "lib = ctypes.CDLL(sys.argv[1])\n"
+                "buf = ctypes.create_string_buffer(65536)\n"
+                "lib.plugin_team(64, buf, 65536)\n"
+                "print(buf.value.decode())\n")
+        r = last_json(run([PYTHON, "-c", code, PLUGIN], plan_env=plan(f"{A},{B}", 1, 2)).stdout)
+        self.check_region(r)
+
+    def test_without_plan_unchanged(self):
+        r = last_json(run([PROBE_DL, PLUGIN, "local", 64]).stdout)
+        self.assertEqual(r["region"]["team"], 64)
+        self.assertEqual(r["team_after_omp_set_64"], 64)
+        self.assertEqual((r["openblas_got"], r["mkl_got"]), (64, 64))
+
+
+class Blas(unittest.TestCase):
+    def test_setters_clamped(self):
+        r = last_json(run([PROBE_BLAS], plan_env=plan(f"{A},{B}", 1, 2)).stdout)
+        for key in ("openblas", "goto", "MKL_Set_Num_Threads", "mkl_set_num_threads",
+                    "mkl_set_num_threads_"):
+            self.assertEqual(r[key], 2, key)
+        self.assertEqual(r["caller_value_kept"], 64, "by-reference setters get a copy")
+
+    def test_setters_untouched_without_plan(self):
+        for preload in (True, False):
+            r = last_json(run([PROBE_BLAS], preload=preload).stdout)
+            self.assertEqual({r[k] for k in r}, {64})
+
+    def test_absent_runtime_is_harmless(self):
+        r = last_json(run([PROBE_DL, "absent"], plan_env=plan(f"{A},{B}", 1, 2)).stdout)
+        self.assertTrue(r["ok"])
+        self.assertFalse(r["libgomp_loaded"])
+        self.assertEqual(r["gomp_parallel_body_runs"], 1)
+
+
+class Report(unittest.TestCase):
+    def test_summary_on_stderr(self):
+        p = run([PROBE, "omp", 64, 3], plan_env=plan(f"{A},{B}", 1, 2),
+                env={"TFPIN_REPORT": "stderr"})
+        (rep,) = reports(p.stderr).values()
+        self.assertEqual(rep["threads_created"], "1")
+        self.assertEqual(rep["omp_workers_pinned"], "1")
+        self.assertEqual(rep["masters_pinned"], "1")
+        self.assertEqual(rep["teams_clamped"], "3")
+        self.assertEqual(rep["lanes_used"], "1/1")
+        self.assertEqual(rep["escapes_refused"], "0")
+        self.assertEqual(rep["threads_unpinned"], "0")
+
+    def test_summary_to_file_with_lanes(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "report")
+            p = run([PROBE, "interop", 10, 64], plan_env=plan(f"{A},{B}", 2, 1),
+                    env={"TFPIN_REPORT": path})
+            self.assertNotIn("tfpin-shim", p.stderr)
+            with open(path) as f:
+                text = f.read()
+            print("report file: " + text)
+        (rep,) = reports(text).values()
+        self.assertEqual(rep["lanes_used"], "2/2")
+        self.assertEqual(rep["masters_pinned"], "2")
+        self.assertEqual(rep["other_threads_pinned"], "2")
+        self.assertEqual(rep["teams_clamped"], "20")
+
+    def test_escape_counted(self):
+        p = run([PROBE, "setaff", "cpu", A], plan_env=plan(f"{B}", 1, 1),
+                env={"TFPIN_REPORT": "stderr"})
+        (rep,) = reports(p.stderr).values()
+        self.assertEqual(rep["escapes_refused"], "1")
+        p = run([PROBE, "setaff", "all"], plan_env=plan(f"{B}", 1, 1),
+                env={"TFPIN_REPORT": "stderr"})
+        (rep,) = reports(p.stderr).values()
+        self.assertEqual(rep["affinity_clipped"], "1")
+        self.assertEqual(rep["escapes_refused"], "0")
+
+
+class TfpinRun(unittest.TestCase):
+    @unittest.skipUnless(TFPIN and os.path.exists(TFPIN), "tfpin not built")
+    def test_tfpin_run_uses_the_shim(self):
+        p = run([TFPIN, "run", "--threads", "2", "--interop", "2", "--", PROBE, "interop", 20, 64],
+                preload=False, env={"TFPIN_REPORT": "stderr"})
+        r = last_json(p.stdout)
+        self.assertEqual(sorted(r["A"]["allowed_union"] + r["B"]["allowed_union"]), BOTH)
+        self.assertIn("lanes_used=2/2", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
