@@ -1,0 +1,94 @@
+// The compiler's own view of a graph: values with their shapes, nodes with their fused post-ops.
+// Built (and validated) from a Graph by build_ir; rewritten by the fusion passes; lowered to oneDNN.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tfpin/engine/graph.hpp"
+#include "tfpin/engine/status.hpp"
+
+namespace tfpin::engine::detail {
+
+using Dims = std::vector<std::int64_t>;
+
+enum class ValueKind { input, constant, activation };
+
+struct Value {
+  ValueKind kind = ValueKind::activation;
+  std::string name;
+  Dims dims;
+  Layout layout = Layout::nchw;                   // inputs: the caller's memory order
+  std::shared_ptr<const std::vector<float>> data;  // constants
+  int producer = -1;                              // node index (activations)
+  std::vector<int> consumers;                     // live node indices
+  bool is_output = false;
+};
+
+struct PostOp {
+  enum class Kind { relu, sum };
+  Kind kind = Kind::relu;
+  int value = -1;         // sum: the value added (the residual)
+  bool in_place = false;  // sum: every other reader of the residual runs before the convolution
+};
+
+struct Node {
+  OpKind kind = OpKind::relu;
+  std::string name;
+  std::vector<int> inputs;  // value indices
+  int output = -1;
+  OpAttrs attrs;
+  std::vector<PostOp> post_ops;
+  bool dead = false;
+  // Derived at shape inference: effective padding of pooling with ceil_mode.
+  std::array<std::int64_t, 4> padding{0, 0, 0, 0};
+};
+
+struct Ir {
+  std::vector<Value> values;
+  std::vector<Node> nodes;  // topological order (the builder can only refer to earlier tensors)
+  std::vector<std::pair<int, OutputDef>> outputs;  // value, definition
+  Layout default_image_layout = Layout::nchw;
+
+  // Rebuilds every value's consumer list from the live nodes (post-op sum values included).
+  void relink();
+  [[nodiscard]] std::string describe_node(int node) const;  // "node 'conv1' (convolution)"
+};
+
+// Validates ids, attributes and shapes. Errors name the node and what is wrong.
+Status build_ir(const Graph& graph, Ir& ir);
+
+// Passes. Each keeps ir valid; run them in this order.
+int fold_batch_norms(Ir& ir);   // conv -> batch_norm: scale the weights, shift the bias
+int fuse_relus(Ir& ir);         // conv/inner_product/add/batch_norm -> relu: post-op
+int fuse_residual_adds(Ir& ir, int* in_place_candidates);  // conv -> add: sum post-op
+void drop_identities(Ir& ir);   // dropout: consumers read its input
+
+std::string dims_string(const Dims& dims);
+std::int64_t element_count(const Dims& dims);
+
+// Shape inference of each operator (ops/*.cpp). `out` gets the output dims.
+Status infer_convolution(Ir& ir, int node, Dims& out);
+Status infer_batch_norm(Ir& ir, int node, Dims& out);
+Status infer_relu(Ir& ir, int node, Dims& out);
+Status infer_pooling(Ir& ir, int node, Dims& out);
+Status infer_lrn(Ir& ir, int node, Dims& out);
+Status infer_concat(Ir& ir, int node, Dims& out);
+Status infer_add(Ir& ir, int node, Dims& out);
+Status infer_inner_product(Ir& ir, int node, Dims& out);
+Status infer_softmax(Ir& ir, int node, Dims& out);
+Status infer_flatten(Ir& ir, int node, Dims& out);
+Status infer_dropout(Ir& ir, int node, Dims& out);
+
+// Helpers for error messages.
+Status graph_error(const Ir& ir, int node, const std::string& what);
+
+}  // namespace tfpin::engine::detail
+
+namespace tfpin::engine::detail {
+// flatten -> inner_product: the inner product reads the image directly (its weights are reshaped
+// to O, C, H, W), so no copy into a plain layout is needed.
+int fold_flattens(Ir& ir);
+}  // namespace tfpin::engine::detail

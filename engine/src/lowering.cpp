@@ -1,0 +1,181 @@
+#include "lowering.hpp"
+
+#include <fmt/format.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace tfpin::engine::detail {
+
+void AlignedFree::operator()(void* p) const noexcept { std::free(p); }
+
+AlignedBytes allocate_aligned(std::uint64_t bytes) {
+  constexpr std::uint64_t huge = 2u << 20;
+  std::uint64_t alignment = bytes >= huge ? huge : 64;
+  std::uint64_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  if (rounded == 0) rounded = alignment;
+  void* p = nullptr;
+  if (posix_memalign(&p, alignment, rounded) != 0) return AlignedBytes{};
+  if (alignment == huge) madvise(p, rounded, MADV_HUGEPAGE);
+  return AlignedBytes{static_cast<std::byte*>(p)};
+}
+
+dnnl::memory::dims to_dnnl(const Dims& dims) { return dnnl::memory::dims(dims.begin(), dims.end()); }
+
+bool is_plain(const md_t& md) {
+  return md.data.format_kind == dnnl_blocked && md.data.format_desc.blocking.inner_nblks == 0;
+}
+
+std::string md_string(const md_t& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  std::string dims;
+  for (int i = 0; i < d.ndims; ++i) dims += fmt::format("{}{}", i ? "x" : "", d.dims[i]);
+  if (d.format_kind != dnnl_blocked) return fmt::format("{} {}", d.format_kind == dnnl_format_kind_any ? "any" : "?", dims);
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  std::vector<int> order(static_cast<std::size_t>(d.ndims));
+  for (int i = 0; i < d.ndims; ++i) order[static_cast<std::size_t>(i)] = i;
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return b.strides[x] > b.strides[y]; });
+  std::string f;
+  for (int i : order) {
+    bool blocked = false;
+    for (int k = 0; k < b.inner_nblks; ++k) blocked = blocked || b.inner_idxs[k] == i;
+    f += static_cast<char>((blocked ? 'A' : 'a') + i);
+  }
+  for (int k = 0; k < b.inner_nblks; ++k) {
+    f += fmt::format("{}{}", b.inner_blks[k], static_cast<char>('a' + b.inner_idxs[k]));
+  }
+  return fmt::format("{} {}", f, dims);
+}
+
+md_t plain_md(const Dims& dims, Layout layout) {
+  tag t = tag::nc;
+  if (dims.size() == 4) t = layout == Layout::nhwc ? tag::nhwc : tag::nchw;
+  if (dims.size() == 1) t = tag::x;
+  return md_t(to_dnnl(dims), dnnl::memory::data_type::f32, t);
+}
+
+md_t any_md(const Dims& dims) {
+  return md_t(to_dnnl(dims), dnnl::memory::data_type::f32, tag::any);
+}
+
+Lowering::Lowering(Ir& ir_, dnnl::engine engine_, const CompileOptions& options_,
+                   CompileReport& report_)
+    : ir(ir_),
+      engine(std::move(engine_)),
+      options(options_),
+      compile_stream(engine),
+      report(report_),
+      value_md(ir_.values.size()),
+      value_buffer(ir_.values.size(), -1),
+      defined(ir_.values.size(), false) {}
+
+int Lowering::new_arena_buffer(const md_t& md, std::string name) {
+  Buffer b;
+  b.kind = BufferKind::arena;
+  b.bytes = md.get_size();
+  b.name = std::move(name);
+  buffers.push_back(std::move(b));
+  return static_cast<int>(buffers.size() - 1);
+}
+
+void Lowering::define(int v, const md_t& md, int buffer) {
+  auto i = static_cast<std::size_t>(v);
+  if (i >= value_md.size()) {
+    value_md.resize(i + 1);
+    value_buffer.resize(i + 1, -1);
+    defined.resize(i + 1, false);
+  }
+  value_md[i] = md;
+  value_buffer[i] = buffer;
+  defined[i] = true;
+}
+
+int Lowering::read_as(int v, const md_t& want) {
+  auto i = static_cast<std::size_t>(v);
+  if (value_md[i] == want) return value_buffer[i];
+  auto key = std::make_pair(v, md_string(want));
+  if (auto it = reordered_.find(key); it != reordered_.end()) return it->second;
+  int buffer = new_arena_buffer(want, ir.values[i].name + ":reordered");
+  add_reorder(ir.values[i].name + ":reorder", value_buffer[i], value_md[i], buffer, want);
+  reordered_[key] = buffer;
+  return buffer;
+}
+
+int Lowering::constant_values(const std::vector<float>& values, const md_t& user, const md_t& want,
+                              std::string name) {
+  Buffer b;
+  b.kind = BufferKind::weights;
+  b.bytes = want.get_size();
+  b.name = std::move(name);
+  b.owned = allocate_aligned(b.bytes);
+  if (!b.owned) throw std::bad_alloc();
+  if (user == want) {
+    std::memcpy(b.owned.get(), values.data(), values.size() * sizeof(float));
+  } else {
+    dnnl::memory src(user, engine, const_cast<float*>(values.data()));
+    dnnl::memory dst(want, engine, b.owned.get());
+    dnnl::reorder(src, dst).execute(compile_stream, src, dst);
+    compile_stream.wait();
+  }
+  report.weight_bytes += b.bytes;
+  buffers.push_back(std::move(b));
+  return static_cast<int>(buffers.size() - 1);
+}
+
+int Lowering::constant_as(int v, const md_t& user, const md_t& want) {
+  auto key = std::make_pair(v, md_string(want));
+  if (auto it = constants_.find(key); it != constants_.end()) return it->second;
+  const Value& value = ir.values[static_cast<std::size_t>(v)];
+  int buffer = constant_values(*value.data, user, want, value.name);
+  constants_[key] = buffer;
+  return buffer;
+}
+
+dnnl::primitive_attr Lowering::attributes(const Node& node) const {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (node.kind == OpKind::batch_norm) return attr;  // its ReLU is a flag
+  dnnl::post_ops ops;
+  for (const PostOp& p : node.post_ops) {
+    if (p.kind == PostOp::Kind::relu) {
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    } else {
+      ops.append_sum(1.0f);
+    }
+  }
+  if (ops.len() > 0) attr.set_post_ops(ops);
+  return attr;
+}
+
+std::string Lowering::op_label(const Node& node) const {
+  std::string label = to_string(node.kind);
+  for (const PostOp& p : node.post_ops) label += p.kind == PostOp::Kind::relu ? "+relu" : "+sum";
+  return label;
+}
+
+void Lowering::add_step(Step step, const dnnl::primitive_desc_base& pd) {
+  step.scratchpad_bytes = pd.scratchpad_desc().get_size();
+  const char* impl = pd.impl_info_str();
+  step.impl = impl != nullptr ? impl : "";
+  steps.push_back(std::move(step));
+}
+
+void Lowering::add_reorder(const std::string& name, int src_buffer, const md_t& src_md,
+                           int dst_buffer, const md_t& dst_md) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::reorder::primitive_desc pd(engine, src_md, engine, dst_md, attr);
+  Step step;
+  step.name = name;
+  step.op = "reorder";
+  step.reorder = true;
+  step.primitive = dnnl::reorder(pd);
+  step.args.push_back(Arg{DNNL_ARG_SRC, src_buffer, src_md, true, false});
+  step.args.push_back(Arg{DNNL_ARG_DST, dst_buffer, dst_md, false, true});
+  add_step(std::move(step), pd);
+  ++report.reorders;
+}
+
+}  // namespace tfpin::engine::detail

@@ -1,0 +1,56 @@
+// Concatenation along channels (Inception/GoogLeNet branches).
+#include "common.hpp"
+
+namespace tfpin::engine::detail {
+
+Status infer_concat(Ir& ir, int node, Dims& out) {
+  Node& n = node_of(ir, node);
+  if (n.inputs.empty()) return graph_error(ir, node, "has no inputs, expected at least 1");
+  const Value& first = value_of(ir, n.inputs[0]);
+  if (first.dims.size() != 4 && first.dims.size() != 2) {
+    return graph_error(ir, node, fmt::format("input '{}' has dimensions {}, expected 4 or 2",
+                                             first.name, dims_string(first.dims)));
+  }
+  Dims o = first.dims;
+  o[1] = 0;
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+    const Value& v = value_of(ir, n.inputs[k]);
+    bool same = v.dims.size() == first.dims.size();
+    for (std::size_t d = 0; same && d < v.dims.size(); ++d) {
+      same = d == 1 || v.dims[d] == first.dims[d];
+    }
+    if (!same) {
+      return graph_error(ir, node,
+                         fmt::format("input #{} '{}' has dimensions {} but input #0 '{}' has {}: "
+                                     "all but the channels must match",
+                                     k, v.name, dims_string(v.dims), first.name,
+                                     dims_string(first.dims)));
+    }
+    o[1] += v.dims[1];
+  }
+  out = o;
+  return {};
+}
+
+void lower_concat(Lowering& l, int node) {
+  Node& n = node_of(l.ir, node);
+  std::vector<md_t> srcs;
+  for (int x : n.inputs) srcs.push_back(l.value_md[static_cast<std::size_t>(x)]);
+  dnnl::concat::primitive_desc pd(1, srcs, l.engine, l.attributes(n));
+  const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
+  Step step;
+  step.name = n.name;
+  step.op = l.op_label(n);
+  step.primitive = dnnl::concat(pd);
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+    const int x = n.inputs[k];
+    step.args.push_back(Arg{DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k),
+                            l.read_as(x, pd.src_desc(static_cast<int>(k))),
+                            pd.src_desc(static_cast<int>(k)), true, false});
+  }
+  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  l.add_step(std::move(step), pd);
+  l.define(n.output, pd.dst_desc(), dst);
+}
+
+}  // namespace tfpin::engine::detail

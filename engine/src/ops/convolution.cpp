@@ -1,0 +1,152 @@
+// Convolution (stride, padding, groups) with optional bias; post-ops ReLU and sum (residual add).
+#include "common.hpp"
+
+namespace tfpin::engine::detail {
+
+Status infer_convolution(Ir& ir, int node, Dims& out) {
+  TFPIN_TRY(expect_inputs(ir, node, 2, 3, "2 or 3 (input, weights[, bias])"));
+  TFPIN_TRY(expect_rank(ir, node, 0, 4, "input"));
+  TFPIN_TRY(expect_rank(ir, node, 1, 4, "weights"));
+  TFPIN_TRY(expect_constant(ir, node, 1, "weights"));
+  Node& n = node_of(ir, node);
+  const auto& a = std::get<Conv2D>(n.attrs);
+  const Dims& x = value_of(ir, n.inputs[0]).dims;
+  const Dims& w = value_of(ir, n.inputs[1]).dims;
+  if (a.stride[0] < 1 || a.stride[1] < 1) {
+    return graph_error(ir, node, fmt::format("stride {}x{} is invalid: strides must be at least 1",
+                                             a.stride[0], a.stride[1]));
+  }
+  for (std::int64_t p : a.padding) {
+    if (p < 0) {
+      return graph_error(ir, node, fmt::format("padding [{}] is invalid: padding must be 0 or more",
+                                               fmt::join(a.padding, ", ")));
+    }
+  }
+  if (a.groups < 1 || x[1] % a.groups != 0 || w[0] % a.groups != 0) {
+    return graph_error(ir, node,
+                       fmt::format("groups={} is invalid: it must be at least 1 and divide both the "
+                                   "input channels ({}) and the output channels ({})",
+                                   a.groups, x[1], w[0]));
+  }
+  if (w[1] * a.groups != x[1]) {
+    return graph_error(ir, node,
+                       fmt::format("input '{}' has {} channels but weights '{}' {} expect {} "
+                                   "(weights are O, I/groups, KH, KW; groups={})",
+                                   value_of(ir, n.inputs[0]).name, x[1],
+                                   value_of(ir, n.inputs[1]).name, dims_string(w), w[1] * a.groups,
+                                   a.groups));
+  }
+  if (n.inputs.size() == 3) {
+    TFPIN_TRY(expect_constant(ir, node, 2, "bias"));
+    TFPIN_TRY(expect_vector(ir, node, 2, w[0], "bias"));
+  }
+  const std::int64_t ph = x[2] + a.padding[0] + a.padding[2];
+  const std::int64_t pw = x[3] + a.padding[1] + a.padding[3];
+  if (w[2] > ph || w[3] > pw) {
+    return graph_error(ir, node,
+                       fmt::format("kernel {}x{} does not fit the padded input {}x{}", w[2], w[3],
+                                   ph, pw));
+  }
+  out = {x[0], w[0], (ph - w[2]) / a.stride[0] + 1, (pw - w[3]) / a.stride[1] + 1};
+  return {};
+}
+
+void lower_convolution(Lowering& l, int node) {
+  Node& n = node_of(l.ir, node);
+  const auto& a = std::get<Conv2D>(n.attrs);
+  const int x = n.inputs[0];
+  const Dims& xd = value_of(l.ir, x).dims;
+  const Dims& wd = value_of(l.ir, n.inputs[1]).dims;
+  const Dims& od = value_of(l.ir, n.output).dims;
+  const std::int64_t g = a.groups;
+  const bool grouped = g > 1;
+  dnnl::memory::dims wdims = grouped ? dnnl::memory::dims{g, wd[0] / g, wd[1], wd[2], wd[3]}
+                                     : to_dnnl(wd);
+  md_t w_user(wdims, dnnl::memory::data_type::f32, grouped ? tag::goihw : tag::oihw);
+  md_t w_any(wdims, dnnl::memory::data_type::f32, tag::any);
+  const bool has_bias = n.inputs.size() > 2;
+  md_t b_md = has_bias ? md_t({wd[0]}, dnnl::memory::data_type::f32, tag::x) : md_t();
+
+  int residual = -1;
+  bool may_write_residual = false;
+  for (const PostOp& p : n.post_ops) {
+    if (p.kind == PostOp::Kind::sum) {
+      residual = p.value;
+      may_write_residual = p.in_place;
+    }
+  }
+  // Layouts: keep the producer's blocked layout (no reorder between layers). Elsewhere ask for
+  // nChw16c, where oneDNN's direct AVX-512 kernels run (unless the options let oneDNN choose).
+  const bool blocked_policy = l.options.blocked_layouts;
+  const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
+  auto blocked = [](const Dims& d) {
+    return md_t(to_dnnl(d), dnnl::memory::data_type::f32, tag::nChw16c);
+  };
+  md_t src_md = any_md(xd);
+  if (!is_plain(x_md)) {
+    src_md = x_md;
+  } else if (blocked_policy && xd[1] % 16 == 0) {
+    src_md = blocked(xd);
+  }
+  md_t dst_md = blocked_policy ? blocked(od) : any_md(od);
+  if (residual >= 0 && !is_plain(l.value_md[static_cast<std::size_t>(residual)])) {
+    dst_md = l.value_md[static_cast<std::size_t>(residual)];
+  }
+  const dnnl::algorithm algorithm = l.options.winograd ? dnnl::algorithm::convolution_auto
+                                                     : dnnl::algorithm::convolution_direct;
+  const dnnl::primitive_attr attr = l.attributes(n);
+  auto make = [&](const md_t& s, const md_t& d) {
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, algorithm, s, w_any, b_md, d, {a.stride[0], a.stride[1]},
+        {a.padding[0], a.padding[1]}, {a.padding[2], a.padding[3]});
+    return dnnl::convolution_forward::primitive_desc(desc, attr, l.engine);
+  };
+  dnnl::convolution_forward::primitive_desc pd;
+  try {
+    pd = make(src_md, dst_md);
+    if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) {
+      pd = make(any_md(xd), any_md(od));  // a fixed layout only the reference supports: reorder
+    }
+  } catch (const dnnl::error&) {
+    pd = make(any_md(xd), any_md(od));
+  }
+
+  const int src = l.read_as(x, pd.src_desc());
+  const int weights = l.constant_as(n.inputs[1], w_user, pd.weights_desc());
+  int dst = -1;
+  if (residual >= 0) {
+    auto r = static_cast<std::size_t>(residual);
+    // In place when the fusion pass found that every other reader of the residual runs before
+    // this convolution, and the residual already is in the layout the convolution writes.
+    const bool in_place = may_write_residual && l.value_md[r] == pd.dst_desc() &&
+                          l.buffers[static_cast<std::size_t>(l.value_buffer[r])].kind ==
+                              BufferKind::arena;
+    if (in_place) {
+      dst = l.value_buffer[r];
+      ++l.report.in_place_adds;
+    } else {
+      dst = l.new_arena_buffer(pd.dst_desc(), n.name);
+      l.add_reorder(n.name + ":residual", l.value_buffer[r], l.value_md[r], dst, pd.dst_desc());
+    }
+  } else {
+    dst = l.new_arena_buffer(pd.dst_desc(), n.name);
+  }
+
+  Step step;
+  step.name = n.name;
+  step.op = l.op_label(n);
+  step.primitive = dnnl::convolution_forward(pd);
+  step.args.push_back(Arg{DNNL_ARG_SRC, src, pd.src_desc(), true, false});
+  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, weights, pd.weights_desc(), true, false});
+  if (has_bias) {
+    int bias = l.constant_as(n.inputs[2], b_md, pd.bias_desc());
+    step.args.push_back(Arg{DNNL_ARG_BIAS, bias, pd.bias_desc(), true, false});
+  }
+  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), residual >= 0, true});
+  l.add_step(std::move(step), pd);
+  l.define(n.output, pd.dst_desc(), dst);
+  l.report.flops += 2.0 * static_cast<double>(od[0] * od[1] * od[2] * od[3]) *
+                    static_cast<double>(wd[1] * wd[2] * wd[3]);
+}
+
+}  // namespace tfpin::engine::detail

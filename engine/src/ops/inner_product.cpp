@@ -1,0 +1,76 @@
+// Inner product (fully connected) with optional bias and fused ReLU. Reads an image input directly
+// (after the flatten is folded) with its weights reshaped to O, C, H, W.
+#include "common.hpp"
+
+namespace tfpin::engine::detail {
+
+Status infer_inner_product(Ir& ir, int node, Dims& out) {
+  TFPIN_TRY(expect_inputs(ir, node, 2, 3, "2 or 3 (input, weights[, bias])"));
+  TFPIN_TRY(expect_rank(ir, node, 1, 2, "weights"));
+  TFPIN_TRY(expect_constant(ir, node, 1, "weights"));
+  Node& n = node_of(ir, node);
+  const Value& x = value_of(ir, n.inputs[0]);
+  const Value& w = value_of(ir, n.inputs[1]);
+  if (x.dims.size() != 2 && x.dims.size() != 4) {
+    return graph_error(ir, node, fmt::format("input '{}' has dimensions {}, expected N, I or N, C, H, W",
+                                             x.name, dims_string(x.dims)));
+  }
+  std::int64_t features = 1;
+  for (std::size_t d = 1; d < x.dims.size(); ++d) features *= x.dims[d];
+  if (w.dims[1] != features) {
+    return graph_error(ir, node,
+                       fmt::format("input '{}' {} has {} features but weights '{}' {} expect {}",
+                                   x.name, dims_string(x.dims), features, w.name,
+                                   dims_string(w.dims), w.dims[1]));
+  }
+  if (n.inputs.size() == 3) {
+    TFPIN_TRY(expect_constant(ir, node, 2, "bias"));
+    TFPIN_TRY(expect_vector(ir, node, 2, w.dims[0], "bias"));
+  }
+  out = {x.dims[0], w.dims[0]};
+  return {};
+}
+
+void lower_inner_product(Lowering& l, int node) {
+  Node& n = node_of(l.ir, node);
+  const int x = n.inputs[0];
+  const Dims& xd = value_of(l.ir, x).dims;
+  const Dims& wd = value_of(l.ir, n.inputs[1]).dims;
+  const Dims& od = value_of(l.ir, n.output).dims;
+  Dims wdims = xd;
+  wdims[0] = wd[0];
+  md_t w_user = plain_md(wdims, Layout::nchw);  // O, I == O, C, H, W row-major
+  md_t w_any = any_md(wdims);
+  const bool has_bias = n.inputs.size() > 2;
+  md_t b_md = has_bias ? md_t({wd[0]}, dnnl::memory::data_type::f32, tag::x) : md_t();
+  const dnnl::primitive_attr attr = l.attributes(n);
+  auto make = [&](const md_t& s) {
+    dnnl::inner_product_forward::desc desc(dnnl::prop_kind::forward_inference, s, w_any, b_md,
+                                           any_md(od));
+    return dnnl::inner_product_forward::primitive_desc(desc, attr, l.engine);
+  };
+  dnnl::inner_product_forward::primitive_desc pd;
+  try {
+    pd = make(l.value_md[static_cast<std::size_t>(x)]);
+  } catch (const dnnl::error&) {
+    pd = make(any_md(xd));
+  }
+  const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
+  Step step;
+  step.name = n.name;
+  step.op = l.op_label(n);
+  step.primitive = dnnl::inner_product_forward(pd);
+  step.args.push_back(Arg{DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc(), true, false});
+  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, l.constant_as(n.inputs[1], w_user, pd.weights_desc()),
+                          pd.weights_desc(), true, false});
+  if (has_bias) {
+    step.args.push_back(Arg{DNNL_ARG_BIAS, l.constant_as(n.inputs[2], b_md, pd.bias_desc()),
+                            pd.bias_desc(), true, false});
+  }
+  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  l.add_step(std::move(step), pd);
+  l.define(n.output, pd.dst_desc(), dst);
+  l.report.flops += 2.0 * static_cast<double>(od[0] * od[1]) * static_cast<double>(wd[1]);
+}
+
+}  // namespace tfpin::engine::detail

@@ -1,0 +1,80 @@
+// Max and average pooling (kernel, stride, padding, ceil mode; average with or without padding
+// counted). Ceil mode adds padding at the bottom/right as PyTorch does (a window that would start
+// in the padding only is dropped).
+#include "common.hpp"
+
+namespace tfpin::engine::detail {
+
+Status infer_pooling(Ir& ir, int node, Dims& out) {
+  TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
+  TFPIN_TRY(expect_rank(ir, node, 0, 4, "input"));
+  Node& n = node_of(ir, node);
+  const auto& a = std::get<Pool2D>(n.attrs);
+  const Dims& x = value_of(ir, n.inputs[0]).dims;
+  for (int d = 0; d < 2; ++d) {
+    if (a.kernel[static_cast<std::size_t>(d)] < 1 || a.stride[static_cast<std::size_t>(d)] < 1) {
+      return graph_error(ir, node,
+                         fmt::format("kernel {}x{} stride {}x{} is invalid: both must be at least 1",
+                                     a.kernel[0], a.kernel[1], a.stride[0], a.stride[1]));
+    }
+  }
+  for (std::size_t k = 0; k < 4; ++k) {
+    if (a.padding[k] < 0 || a.padding[k] >= a.kernel[k % 2]) {
+      return graph_error(ir, node,
+                         fmt::format("padding [{}] is invalid with kernel {}x{}: each side must be "
+                                     "0 or more and smaller than the kernel",
+                                     fmt::join(a.padding, ", "), a.kernel[0], a.kernel[1]));
+    }
+  }
+  n.padding = a.padding;
+  Dims o = {x[0], x[1], 0, 0};
+  for (std::size_t d = 0; d < 2; ++d) {
+    const std::int64_t size = x[d + 2];
+    const std::int64_t lo = a.padding[d];
+    const std::int64_t hi = a.padding[d + 2];
+    const std::int64_t span = size + lo + hi - a.kernel[d];
+    if (span < 0) {
+      return graph_error(ir, node,
+                         fmt::format("kernel {}x{} does not fit the padded input {}x{}", a.kernel[0],
+                                     a.kernel[1], x[2] + a.padding[0] + a.padding[2],
+                                     x[3] + a.padding[1] + a.padding[3]));
+    }
+    std::int64_t count = span / a.stride[d] + 1;
+    if (a.ceil_mode) {
+      count = (span + a.stride[d] - 1) / a.stride[d] + 1;
+      if ((count - 1) * a.stride[d] >= size + lo) --count;  // last window must start inside
+      n.padding[d + 2] = std::max(hi, (count - 1) * a.stride[d] + a.kernel[d] - size - lo);
+    }
+    o[d + 2] = count;
+  }
+  out = o;
+  return {};
+}
+
+void lower_pooling(Lowering& l, int node) {
+  Node& n = node_of(l.ir, node);
+  const auto& a = std::get<Pool2D>(n.attrs);
+  const int x = n.inputs[0];
+  dnnl::algorithm alg = dnnl::algorithm::pooling_max;
+  if (n.kind == OpKind::avg_pool) {
+    alg = a.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                              : dnnl::algorithm::pooling_avg_exclude_padding;
+  }
+  const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
+  dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, x_md,
+                                   any_md(value_of(l.ir, n.output).dims),
+                                   {a.stride[0], a.stride[1]}, {a.kernel[0], a.kernel[1]},
+                                   {n.padding[0], n.padding[1]}, {n.padding[2], n.padding[3]});
+  dnnl::pooling_forward::primitive_desc pd(desc, l.attributes(n), l.engine);
+  const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
+  Step step;
+  step.name = n.name;
+  step.op = l.op_label(n);
+  step.primitive = dnnl::pooling_forward(pd);
+  step.args.push_back(Arg{DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc(), true, false});
+  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  l.add_step(std::move(step), pd);
+  l.define(n.output, pd.dst_desc(), dst);
+}
+
+}  // namespace tfpin::engine::detail

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""`tfpin bench`: tf_cnn_benchmarks-shaped output, --json, --trace_file, lanes, and refusals."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TFPIN = os.environ.get("TFPIN_EXE", "tfpin")
+
+
+def bench(*args, env=None):
+    full_env = dict(os.environ)
+    for name in ("TFPIN_CPUS", "TFPIN_INTEROP", "TFPIN_INTRA", "OMP_NUM_THREADS",
+                 "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
+        full_env.pop(name, None)
+    full_env.update(env or {})
+    return subprocess.run([TFPIN, "bench", *args], capture_output=True, text=True, env=full_env, timeout=300)
+
+
+SMALL = ["--model", "alexnet", "--batch_size", "2", "--num_warmup_batches", "1", "--forward_only"]
+
+
+class BenchOutput(unittest.TestCase):
+    def test_text_report_like_tf_cnn_benchmarks(self):
+        r = bench(*SMALL, "--num_batches", "20")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        steps = [l for l in lines if re.match(r"^\d+\timages/sec: [\d.]+ \+/- [\d.]+ \(jitter = [\d.]+\)$", l)]
+        self.assertEqual([l.split("\t")[0] for l in steps], ["1", "10", "20"], r.stdout)
+        total = [l for l in lines if l.startswith("total images/sec: ")]
+        self.assertEqual(len(total), 1, r.stdout)
+        self.assertGreater(float(total[0].split(": ")[1]), 0)
+        self.assertIn("Model:       alexnet", r.stdout)
+        self.assertIn("Batch size:  2 global", r.stdout)
+        self.assertEqual(r.stderr, "")  # no progress output when stderr is not a terminal
+
+    def test_json(self):
+        r = bench(*SMALL, "--num_batches", "3", "--json", "--data_format", "NCHW")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["model"], "alexnet")
+        self.assertEqual(j["batch_size"], 2)
+        self.assertEqual(j["data_format"], "NCHW")
+        self.assertGreater(j["images_per_sec"], 0)
+        self.assertGreaterEqual(j["intra"], 1)
+        self.assertEqual(j["interop"], 1)
+        self.assertTrue(j["outputs_finite"])
+        self.assertAlmostEqual(j["gflop_per_image"], 1.43, delta=0.05)
+
+    def test_threads_from_environment_and_flags(self):
+        r = bench(*SMALL, "--num_batches", "2", "--json", env={"OMP_NUM_THREADS": "1"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual((j["intra"], j["intra_source"]), (1, "OMP_NUM_THREADS"))
+        r = bench(*SMALL, "--num_batches", "2", "--json", "--num_intra_threads", "1",
+                  env={"TF_NUM_INTRAOP_THREADS": "2"})
+        self.assertEqual(json.loads(r.stdout)["intra_source"], "--num_intra_threads")
+
+    @unittest.skipIf(len(os.sched_getaffinity(0)) < 2, "needs 2 cores")
+    def test_trace_with_two_lanes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "trace.json")
+            r = bench("--model", "googlenet", "--batch_size", "1", "--num_batches", "3",
+                      "--num_warmup_batches", "1", "--forward_only", "--num_inter_threads", "2",
+                      "--num_intra_threads", "1", "--trace_file", trace, "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            j = json.loads(r.stdout)
+            self.assertEqual((j["interop"], j["intra"]), (2, 1))
+            self.assertEqual(len(j["lanes"]), 2)
+            self.assertNotEqual(j["lanes"][0], j["lanes"][1])
+            with open(trace) as f:
+                events = json.load(f)["traceEvents"]
+        steps = j["compile"]["steps"]
+        self.assertEqual(len(events), 3 * steps)  # one event per operator and timed step
+        for e in events:
+            self.assertEqual(e["ph"], "X")
+            self.assertIn(e["args"]["lane"], (0, 1))
+            self.assertEqual(e["tid"], e["args"]["thread"])
+        self.assertEqual(len({e["args"]["lane"] for e in events}), 2, "both lanes ran operators")
+        self.assertEqual(len({e["tid"] for e in events}), 2)
+        self.assertIn("inception3a.branch1.conv", {e["name"] for e in events})
+
+
+class BenchRefusals(unittest.TestCase):
+    def refused(self, args, *fragments, code=2):
+        r = bench(*args)
+        self.assertEqual(r.returncode, code, r.stdout + r.stderr)
+        for fragment in fragments:
+            self.assertIn(fragment, r.stderr)
+
+    def test_unknown_model(self):
+        self.refused(["--model", "resnet51", "--forward_only"], "--model=resnet51",
+                     "valid: resnet50, inception3, vgg16, googlenet, alexnet")
+
+    def test_bad_numbers(self):
+        self.refused(["--batch_size", "0", "--forward_only"], "--batch_size=0 is too small")
+        self.refused(["--batch_size", "abc", "--forward_only"], "--batch_size=abc is not a whole number")
+        self.refused(["--num_batches", "-3", "--forward_only"], "--num_batches=-3")
+
+    def test_bad_layout(self):
+        self.refused(["--data_format", "NCWH", "--forward_only"], "--data_format=NCWH", "NHWC, NCHW")
+
+    def test_training_is_refused_clearly(self):
+        self.refused(["--model", "alexnet"], "training", "not implemented", "--forward_only")
+
+    def test_more_threads_than_cores(self):
+        n = len(os.sched_getaffinity(0))
+        self.refused(["--num_intra_threads", str(n + 1), "--forward_only"],
+                     f"--num_intra_threads={n + 1}", f"more than the {n} cores")
+
+    def test_batch_too_large_to_plan(self):
+        self.refused(["--model", "resnet50", "--batch_size", "100000", "--forward_only",
+                      "--num_batches", "1"], "cannot be planned")
+
+
+if __name__ == "__main__":
+    probe = subprocess.run([TFPIN, "bench", "--help"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print(f"{TFPIN} has no bench command (the engine is not wired into the CLI): skipping")
+        sys.exit(77)
+    unittest.main(verbosity=2)

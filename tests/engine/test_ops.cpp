@@ -1,0 +1,346 @@
+// Every operator against the naive reference, on small shapes, with NCHW and NHWC inputs, with and
+// without fusion, on one lane and on two.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "reference.hpp"
+#include "test_util.hpp"
+#include "tfpin/engine/graph.hpp"
+#include "tfpin/engine/runtime.hpp"
+
+namespace tfpin::engine {
+namespace {
+
+using testing::close;
+using testing::random_vector;
+using testing::run_engine;
+using Dims = std::vector<std::int64_t>;
+
+std::size_t count(const Dims& d) {
+  std::size_t n = 1;
+  for (auto x : d) n *= static_cast<std::size_t>(x);
+  return n;
+}
+
+class OpTest : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
+ protected:
+  Layout layout() const { return std::get<0>(GetParam()); }
+  bool fusion() const { return std::get<1>(GetParam()); }
+
+  TensorId input(const std::string& name, const Dims& dims) {
+    const bool image = dims.size() == 4;
+    TensorId id = g.input(name, dims, image ? layout() : Layout::nc);
+    std::vector<float> data = random_vector(count(dims), ++seed);
+    inputs[name] = image && layout() == Layout::nhwc ? reference::nchw_to_nhwc(data, dims) : data;
+    return id;
+  }
+  TensorId constant(const std::string& name, const Dims& dims, float scale = 0.3f) {
+    return g.constant(name, dims, random_vector(count(dims), ++seed, -scale, scale));
+  }
+  TensorId positive(const std::string& name, const Dims& dims, float lo, float hi) {
+    return g.constant(name, dims, random_vector(count(dims), ++seed, lo, hi));
+  }
+  TensorId conv(TensorId x, std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t stride,
+                std::int64_t pad, bool bias, const std::string& name, std::int64_t groups = 1) {
+    Conv2D a;
+    a.stride = {stride, stride};
+    a.padding = {pad, pad, pad, pad};
+    a.groups = groups;
+    return g.convolution(x, constant(name + ".w", {out, in / groups, k, k}),
+                         bias ? constant(name + ".b", {out}) : no_tensor, a, name);
+  }
+  TensorId bn(TensorId x, std::int64_t c, const std::string& name) {
+    return g.batch_norm(x, positive(name + ".scale", {c}, 0.5f, 1.5f), constant(name + ".shift", {c}),
+                        constant(name + ".mean", {c}), positive(name + ".var", {c}, 0.5f, 2.0f),
+                        BatchNorm{1e-3f}, name);
+  }
+
+  // Runs the graph on the engine (one lane, then two) and compares with the reference.
+  void check(double rtol = 1e-4, double atol = 1e-4) {
+    const auto want = reference::evaluate(g, inputs);
+    for (unsigned lanes : {1u, 2u}) {
+      CompileOptions o;
+      o.fusion = fusion();
+      o.lanes = lanes;
+      auto got = run_engine(g, inputs, o, 2);
+      ASSERT_TRUE(got.status.ok()) << got.status.to_string();
+      for (const auto& [name, values] : want) {
+        EXPECT_TRUE(close(got.outputs.at(name), values, rtol, atol))
+            << "output '" << name << "' with " << lanes << " lane(s)";
+      }
+      last = got.report;
+    }
+  }
+
+  Graph g;
+  std::map<std::string, std::vector<float>> inputs;
+  std::uint64_t seed = 0;
+  CompileReport last;
+};
+
+TEST_P(OpTest, Convolution3x3WithBias) {
+  TensorId x = input("x", {2, 16, 9, 9});
+  g.output(conv(x, 16, 32, 3, 1, 1, true, "conv"), "y");
+  check();
+}
+
+TEST_P(OpTest, ConvolutionStrideAndAsymmetricPadding) {
+  TensorId x = input("x", {1, 8, 10, 11});
+  Conv2D a;
+  a.stride = {2, 3};
+  a.padding = {1, 0, 2, 1};
+  g.output(g.convolution(x, constant("w", {16, 8, 3, 3}), no_tensor, a, "conv"), "y");
+  check();
+}
+
+TEST_P(OpTest, FirstLayerConvolutionWithThreeChannels) {
+  TensorId x = input("x", {2, 3, 17, 17});
+  g.output(g.relu(conv(x, 3, 16, 7, 2, 3, true, "conv1")), "y");
+  check();
+  if (fusion()) EXPECT_EQ(last.fused_relus, 1);
+}
+
+TEST_P(OpTest, GroupedAndDepthwiseConvolution) {
+  TensorId x = input("x", {1, 32, 8, 8});
+  TensorId y = conv(x, 32, 32, 3, 1, 1, true, "grouped", 2);
+  y = conv(y, 32, 32, 3, 2, 1, false, "depthwise", 32);
+  g.output(y, "y");
+  check();
+}
+
+TEST_P(OpTest, ChannelsThatAreNotMultiplesOfSixteen) {
+  TensorId x = input("x", {1, 24, 7, 7});
+  TensorId y = conv(x, 24, 40, 1, 1, 0, true, "a");
+  y = conv(y, 40, 24, 3, 1, 1, true, "b");
+  g.output(y, "y");
+  check();
+}
+
+TEST_P(OpTest, ConvolutionBatchNormReluIsFolded) {
+  TensorId x = input("x", {2, 16, 6, 6});
+  TensorId y = g.relu(bn(conv(x, 16, 32, 3, 1, 1, false, "conv"), 32, "bn"));
+  g.output(y, "y");
+  check();
+  if (fusion()) {
+    EXPECT_EQ(last.folded_batch_norms, 1);
+    EXPECT_EQ(last.fused_relus, 1);
+  } else {
+    EXPECT_EQ(last.folded_batch_norms, 0);
+  }
+}
+
+TEST_P(OpTest, IdentityResidualIsAddedInPlace) {
+  TensorId x = input("x", {1, 16, 8, 8});
+  TensorId r = g.relu(conv(x, 16, 32, 1, 1, 0, true, "stem"));
+  TensorId y = g.relu(conv(r, 32, 16, 1, 1, 0, true, "c1"));
+  y = conv(y, 16, 32, 3, 1, 1, true, "c2");
+  g.output(g.relu(g.add(y, r)), "y");
+  check();
+  if (fusion()) {
+    EXPECT_EQ(last.fused_adds, 1);
+    EXPECT_EQ(last.in_place_adds, 1);
+  }
+}
+
+TEST_P(OpTest, ResidualReadByTheSameConvolutionIsCopied) {
+  TensorId x = input("x", {1, 16, 8, 8});
+  TensorId r = conv(x, 16, 16, 1, 1, 0, true, "stem");
+  TensorId y = conv(r, 16, 16, 3, 1, 1, true, "c");  // reads r and would overwrite it
+  g.output(g.add(y, r), "y");
+  check();
+  if (fusion()) {
+    EXPECT_EQ(last.fused_adds, 1);
+    EXPECT_EQ(last.in_place_adds, 0);
+  }
+}
+
+TEST_P(OpTest, ResidualUsedAfterTheAddIsNotOverwritten) {
+  TensorId x = input("x", {1, 16, 6, 6});
+  TensorId r = conv(x, 16, 16, 1, 1, 0, true, "stem");
+  TensorId y = conv(x, 16, 16, 3, 1, 1, true, "branch");
+  TensorId s = g.add(y, r);
+  g.output(g.concat({s, r}), "y");
+  check();
+  if (fusion()) EXPECT_EQ(last.in_place_adds, 0);
+}
+
+TEST_P(OpTest, ResidualThatIsAGraphInput) {
+  TensorId x = input("x", {1, 16, 5, 5});
+  g.output(g.relu(g.add(x, conv(x, 16, 16, 3, 1, 1, true, "c"))), "y");
+  check();
+}
+
+TEST_P(OpTest, StandaloneBatchNorm) {
+  TensorId x = input("x", {2, 5, 4, 3});
+  g.output(bn(x, 5, "bn"), "y");
+  check();
+}
+
+TEST_P(OpTest, BatchNormWithRelu) {
+  TensorId x = input("x", {1, 16, 4, 4});
+  g.output(g.relu(bn(x, 16, "bn")), "y");
+  check();
+}
+
+TEST_P(OpTest, StandaloneRelu) {
+  TensorId x = input("x", {2, 7, 3, 5});
+  g.output(g.relu(x), "y");
+  check();
+}
+
+TEST_P(OpTest, MaxPooling) {
+  TensorId x = input("x", {2, 16, 11, 11});
+  Pool2D a;
+  a.kernel = {3, 3};
+  a.stride = {2, 2};
+  a.padding = {1, 1, 1, 1};
+  g.output(g.max_pool(conv(x, 16, 16, 1, 1, 0, true, "c"), a), "y");
+  Pool2D b;
+  b.kernel = {2, 2};
+  b.stride = {2, 2};
+  g.output(g.max_pool(x, b), "z");
+  check();
+}
+
+TEST_P(OpTest, MaxPoolingCeilMode) {
+  TensorId x = input("x", {1, 16, 10, 10});
+  Pool2D a;
+  a.kernel = {3, 3};
+  a.stride = {2, 2};
+  a.ceil_mode = true;  // 10 -> 5 (floor would give 4)
+  g.output(g.max_pool(x, a), "y");
+  Pool2D same;
+  same.kernel = {3, 3};
+  same.padding = {1, 1, 1, 1};
+  same.ceil_mode = true;
+  g.output(g.max_pool(x, same), "z");
+  check();
+}
+
+TEST_P(OpTest, AveragePooling) {
+  TensorId x = input("x", {2, 16, 7, 7});
+  Pool2D a;
+  a.kernel = {3, 3};
+  a.padding = {1, 1, 1, 1};
+  g.output(g.avg_pool(x, a), "include");
+  a.count_include_pad = false;
+  g.output(g.avg_pool(x, a), "exclude");
+  Pool2D global;
+  global.kernel = {7, 7};
+  g.output(g.avg_pool(conv(x, 16, 32, 1, 1, 0, true, "c"), global), "global");
+  check();
+}
+
+TEST_P(OpTest, LocalResponseNormalisation) {
+  TensorId x = input("x", {2, 16, 6, 6});
+  Lrn a;
+  a.size = 5;
+  a.alpha = 0.5f;  // large enough that the normalisation matters on values in [-1, 1]
+  a.beta = 0.75f;
+  a.k = 2.0f;
+  g.output(g.lrn(conv(x, 16, 32, 3, 1, 1, true, "c"), a), "y");
+  g.output(g.lrn(x, a), "z");
+  check();
+}
+
+TEST_P(OpTest, ConcatOfBranches) {
+  TensorId x = input("x", {2, 16, 5, 5});
+  TensorId a = conv(x, 16, 16, 1, 1, 0, true, "a");
+  TensorId b = conv(x, 16, 32, 3, 1, 1, true, "b");
+  Pool2D p;
+  p.kernel = {3, 3};
+  p.padding = {1, 1, 1, 1};
+  TensorId c = g.max_pool(x, p);
+  g.output(g.concat({a, b, c}), "y");
+  TensorId y = input("y_in", {2, 8, 5, 5});
+  g.output(g.concat({x, y}), "z");
+  check();
+}
+
+TEST_P(OpTest, ElementwiseAdd) {
+  TensorId a = input("a", {2, 16, 4, 4});
+  TensorId b = input("b", {2, 16, 4, 4});
+  g.output(g.relu(g.add(a, b)), "y");
+  TensorId m = input("m", {3, 10});
+  TensorId n = input("n", {3, 10});
+  g.output(g.add(m, n), "z");
+  check();
+}
+
+TEST_P(OpTest, InnerProductOnMatrices) {
+  TensorId x = input("x", {4, 50});
+  TensorId y = g.relu(g.inner_product(x, constant("w1", {20, 50}), constant("b1", {20})));
+  y = g.inner_product(y, constant("w2", {7, 20}), no_tensor);
+  g.output(y, "y");
+  check();
+}
+
+TEST_P(OpTest, InnerProductAfterFlatten) {
+  TensorId x = input("x", {2, 16, 3, 3});
+  TensorId f = g.flatten(conv(x, 16, 32, 3, 1, 1, true, "c"));
+  g.output(g.softmax(g.inner_product(f, constant("w", {10, 288}), constant("b", {10}))), "y");
+  check();
+}
+
+TEST_P(OpTest, FlattenAsOutput) {
+  TensorId x = input("x", {2, 16, 3, 3});
+  g.output(g.flatten(conv(x, 16, 32, 1, 1, 0, true, "c")), "y");
+  g.output(g.flatten(x), "z");
+  check();
+}
+
+TEST_P(OpTest, Softmax) {
+  TensorId x = input("x", {3, 1000});
+  g.output(g.softmax(x), "y");
+  check();
+}
+
+TEST_P(OpTest, DropoutIsIdentity) {
+  TensorId x = input("x", {2, 16, 4, 4});
+  g.output(g.relu(g.dropout(conv(x, 16, 16, 3, 1, 1, true, "c"), Dropout{0.5f})), "y");
+  g.output(g.dropout(x), "z");
+  check();
+}
+
+TEST_P(OpTest, InceptionLikeBlockWithResidual) {
+  TensorId x = input("x", {2, 32, 7, 7});
+  TensorId stem = g.relu(bn(conv(x, 32, 32, 1, 1, 0, false, "stem"), 32, "stem.bn"));
+  TensorId b1 = g.relu(conv(stem, 32, 16, 1, 1, 0, true, "b1"));
+  TensorId b2 = g.relu(conv(g.relu(conv(stem, 32, 16, 1, 1, 0, true, "b2a")), 16, 32, 3, 1, 1, true, "b2b"));
+  Pool2D p;
+  p.kernel = {3, 3};
+  p.padding = {1, 1, 1, 1};
+  TensorId b3 = conv(g.avg_pool(stem, p), 32, 16, 1, 1, 0, true, "b3");
+  TensorId cat = g.concat({b1, b2, b3});
+  TensorId proj = conv(cat, 64, 32, 1, 1, 0, false, "proj");
+  TensorId out = g.relu(g.add(proj, stem));
+  g.output(out, "y");
+  check();
+}
+
+TEST_P(OpTest, WinogradConvolution) {
+  // Batch 4, 64 channels, 3x3 stride 1: oneDNN picks its Winograd kernel here (when allowed).
+  TensorId x = input("x", {4, 64, 14, 14});
+  g.output(g.relu(conv(x, 64, 64, 3, 1, 1, true, "conv")), "y");
+  check(1e-3, 1e-4);
+  CompileOptions o;
+  o.fusion = fusion();
+  std::unique_ptr<Runtime> rt;
+  ASSERT_TRUE(Runtime::create(g, o, &rt).ok());
+  EXPECT_NE(rt->describe().find("wino"), std::string::npos) << rt->describe();
+  o.winograd = false;
+  ASSERT_TRUE(Runtime::create(g, o, &rt).ok());
+  EXPECT_EQ(rt->describe().find("wino"), std::string::npos) << rt->describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Engine, OpTest,
+    ::testing::Combine(::testing::Values(Layout::nchw, Layout::nhwc), ::testing::Bool()),
+    [](const ::testing::TestParamInfo<OpTest::ParamType>& info) {
+      return std::string(to_string(std::get<0>(info.param))) +
+             (std::get<1>(info.param) ? "_fused" : "_unfused");
+    });
+
+}  // namespace
+}  // namespace tfpin::engine
