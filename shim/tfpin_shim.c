@@ -15,7 +15,8 @@
 //    BLAS setters MKL_Set_Num_Threads / mkl_set_num_threads(_) (by reference: MKL's lowercase
 //    symbols are the Fortran entry points) / openblas_set_num_threads / goto_set_num_threads.
 //  * Lanes: a thread that starts OpenMP regions (GOMP_parallel*, __kmpc_push_num_threads, or
-//    creating a thread whose start routine lies in libgomp/libomp/libiomp5, found with dladdr)
+//    creating a thread whose start routine lies in libgomp/libomp/libiomp5, found by address
+//    among the loaded objects)
 //    becomes a team master: it gets the least-loaded lane (round-robin among equals) and is pinned
 //    to the least-occupied core of that lane (core 0 for the first master). The threads it creates
 //    with an OpenMP start routine are its workers: each is pinned to the least-occupied core of
@@ -33,8 +34,9 @@
 //  * fork: the child's counters, lanes and core occupancy start over (pthread_atfork); exec: the
 //    plan travels in the environment and the new image's shim binds its initial thread to it.
 //
-// House rules: typed dlsym(RTLD_NEXT) pointers resolved once (pthread_once); hooks take no locks,
-// never malloc and never use stdio; thread-local state uses the initial-exec TLS model (no
+// House rules: typed dlsym(RTLD_NEXT) pointers resolved once (pthread_once); hooks take no locks
+// of their own, never the loader lock after start (no dlsym/dladdr/dlopen), never malloc and never
+// use stdio; thread-local state uses the initial-exec TLS model (no
 // __tls_get_addr, async-signal-safe); anything unexpected degrades to plain forwarding. The
 // library depends on libc only, exports only the hooked symbols (tfpin-shim.map) and is linked
 // with -z nodelete because threads keep running its trampoline.
@@ -478,6 +480,7 @@ static void* tf_thread_start(void* p) {
 // deadlock; dl_iterate_phdr only takes the short-held lock of the object list.
 typedef struct {
   uintptr_t addr;
+  uintptr_t base;
   bool found, openmp;
 } object_query;
 static bool is_openmp_runtime_name(const char* path) {
@@ -497,6 +500,7 @@ static int find_object_cb(struct dl_phdr_info* info, size_t size, void* data) {
     const uintptr_t lo = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
     if (q->addr >= lo && q->addr - lo < (uintptr_t)ph->p_memsz) {
       q->found = true;
+      q->base = (uintptr_t)info->dlpi_addr;
       q->openmp = is_openmp_runtime_name(info->dlpi_name);
       return 1;
     }
@@ -717,9 +721,10 @@ EXPORT long syscall(long number, ...) {
 // ---------------------------------------------------------------------------------------------
 // Forwarded runtime entry points (OpenMP, BLAS). The real definition is looked up like the
 // dynamic linker would have bound the caller without us: first the global scope after the shim
-// (RTLD_NEXT, cached for good), else the caller's own local scope — a library dlopen()ed with
+// (RTLD_NEXT at start, cached for good), else the caller's own scope — a library dlopen()ed with
 // RTLD_LOCAL (a Python extension) brings its libgomp/libopenblas along without putting it in the
-// global scope. Those lookups are cached per call site and dropped when any object is unloaded.
+// global scope. Those lookups read the objects' symbol tables (no loader lock), are cached per
+// call site and dropped when any object is unloaded.
 enum fwd_id {
   F_GOMP_parallel,
   F_GOMP_parallel_start,
@@ -799,20 +804,232 @@ static unsigned long long unload_generation(void) {
   return subs;
 }
 
-// Our own definition of a forwarded name (never forward to ourselves).
-static bool is_self(void* p) {
-  if (p == NULL) return false;
-  Dl_info a, b;
-  void* here;
-  void (*self_fn)(void) = (void (*)(void))init_once;
-  memcpy(&here, &self_fn, sizeof here);
-  return dladdr(p, &a) != 0 && dladdr(here, &b) != 0 && a.dli_fbase == b.dli_fbase;
+// --- Symbol lookup without the loader lock ---------------------------------------------------
+// dlsym/dladdr/dlopen take the loader lock, which dlopen holds while it runs constructors: a
+// constructor that waits for a thread calling into OpenMP would deadlock on it. After init the
+// shim therefore reads the loaded objects' own dynamic symbol tables, found with dl_iterate_phdr
+// (which only takes the short-held lock of the object list).
+typedef struct {
+  uintptr_t base;
+  const ElfW(Sym) * symtab;
+  const char* strtab;
+  const uint32_t* gnu_hash;
+  const uint32_t* sysv_hash;
+  const ElfW(Half) * versym;
+  const ElfW(Dyn) * dynamic;
+  const char* soname;
+} elf_view;
+
+static uintptr_t g_self_base;  // our own load address (never forward to ourselves)
+
+// glibc relocates the pointers in a writable .dynamic in place; the vDSO's are offsets.
+static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) v) {
+  return (uintptr_t)v < base ? base + (uintptr_t)v : (uintptr_t)v;
 }
 
+static bool elf_view_of(const struct dl_phdr_info* info, elf_view* v) {
+  memset(v, 0, sizeof *v);
+  v->base = (uintptr_t)info->dlpi_addr;
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      v->dynamic = (const ElfW(Dyn)*)(v->base + (uintptr_t)info->dlpi_phdr[i].p_vaddr);
+  if (v->dynamic == NULL) return false;
+  uintptr_t soname_off = UINTPTR_MAX;
+  for (const ElfW(Dyn)* d = v->dynamic; d->d_tag != DT_NULL; ++d) {
+    switch (d->d_tag) {
+      case DT_SYMTAB:
+        v->symtab = (const ElfW(Sym)*)dyn_ptr(v->base, d->d_un.d_ptr);
+        break;
+      case DT_STRTAB:
+        v->strtab = (const char*)dyn_ptr(v->base, d->d_un.d_ptr);
+        break;
+      case DT_GNU_HASH:
+        v->gnu_hash = (const uint32_t*)dyn_ptr(v->base, d->d_un.d_ptr);
+        break;
+      case DT_HASH:
+        v->sysv_hash = (const uint32_t*)dyn_ptr(v->base, d->d_un.d_ptr);
+        break;
+      case DT_VERSYM:
+        v->versym = (const ElfW(Half)*)dyn_ptr(v->base, d->d_un.d_ptr);
+        break;
+      case DT_SONAME:
+        soname_off = (uintptr_t)d->d_un.d_val;
+        break;
+      default:
+        break;
+    }
+  }
+  if (v->symtab == NULL || v->strtab == NULL) return false;
+  if (soname_off != UINTPTR_MAX) v->soname = v->strtab + soname_off;
+  return v->gnu_hash != NULL || v->sysv_hash != NULL;
+}
+
+// A defined, visible function: what the dynamic linker would bind a reference to.
+static bool elf_sym_ok(const elf_view* v, uint32_t idx, const char* name) {
+  const ElfW(Sym)* sym = &v->symtab[idx];
+  if (sym->st_shndx == SHN_UNDEF || ELF64_ST_TYPE(sym->st_info) != STT_FUNC) return false;
+  const unsigned bind = ELF64_ST_BIND(sym->st_info);
+  if (bind != STB_GLOBAL && bind != STB_WEAK) return false;
+  if (v->versym != NULL && ((v->versym[idx] & 0x8000) != 0 || v->versym[idx] == 0)) return false;
+  return strcmp(name, v->strtab + sym->st_name) == 0;
+}
+
+static uint32_t gnu_hash_of(const char* s) {
+  uint32_t h = 5381;
+  for (; *s; ++s) h = h * 33 + (unsigned char)*s;
+  return h;
+}
+static uint32_t sysv_hash_of(const char* s) {
+  uint32_t h = 0;
+  for (; *s; ++s) {
+    h = (h << 4) + (unsigned char)*s;
+    const uint32_t g = h & 0xf0000000u;
+    if (g) h ^= g >> 24;
+    h &= ~g;
+  }
+  return h;
+}
+
+static void* elf_lookup(const elf_view* v, const char* name, uint32_t hg, uint32_t hs) {
+  if (v->gnu_hash != NULL) {
+    const uint32_t* gh = v->gnu_hash;
+    const uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2], shift = gh[3];
+    if (nbuckets == 0 || bloom_size == 0) return NULL;
+    const ElfW(Addr)* bloom = (const ElfW(Addr)*)(const void*)(gh + 4);
+    const uint32_t* buckets = (const uint32_t*)(const void*)(bloom + bloom_size);
+    const uint32_t* chain = buckets + nbuckets;
+    const unsigned bits = (unsigned)sizeof(ElfW(Addr)) * 8u;
+    const ElfW(Addr) word = bloom[(hg / bits) % bloom_size];
+    const ElfW(Addr) mask =
+        ((ElfW(Addr))1 << (hg % bits)) | ((ElfW(Addr))1 << ((hg >> shift) % bits));
+    if ((word & mask) != mask) return NULL;
+    uint32_t idx = buckets[hg % nbuckets];
+    if (idx < symoffset) return NULL;
+    for (;; ++idx) {
+      const uint32_t h2 = chain[idx - symoffset];
+      if ((hg | 1u) == (h2 | 1u) && elf_sym_ok(v, idx, name))
+        return (void*)(v->base + (uintptr_t)v->symtab[idx].st_value);
+      if (h2 & 1u) return NULL;
+    }
+  }
+  const uint32_t* sh = v->sysv_hash;
+  const uint32_t nbucket = sh[0];
+  if (nbucket == 0) return NULL;
+  const uint32_t* bucket = sh + 2;
+  const uint32_t* chain = bucket + nbucket;
+  for (uint32_t idx = bucket[hs % nbucket]; idx != 0; idx = chain[idx])
+    if (elf_sym_ok(v, idx, name)) return (void*)(v->base + (uintptr_t)v->symtab[idx].st_value);
+  return NULL;
+}
+
+// Where the dynamic linker would have bound the call at `ra` to `name`, had the shim not been
+// there: the calling object's own scope (itself, then its DT_NEEDED libraries in order), else the
+// first object in load order that defines it. Never the shim.
+enum { MAX_NEEDED = 64 };
+typedef struct {
+  const char* name;
+  uint32_t hg, hs;
+  uintptr_t ra;
+  bool caller_found;
+  uintptr_t caller_base;
+  unsigned nneeded;
+  const char* needed[MAX_NEEDED];
+  void* best;
+  unsigned best_rank;  // 0 = the caller, 1 + i = its i-th DT_NEEDED
+  void* first_any;
+} def_search;
+
+static bool contains(const struct dl_phdr_info* info, uintptr_t addr) {
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    const uintptr_t lo = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+    if (addr >= lo && addr - lo < (uintptr_t)ph->p_memsz) return true;
+  }
+  return false;
+}
+
+static int find_caller_cb(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  def_search* q = data;
+  if (!contains(info, q->ra)) return 0;
+  q->caller_found = true;
+  q->caller_base = (uintptr_t)info->dlpi_addr;
+  elf_view v;
+  if (elf_view_of(info, &v)) {
+    for (const ElfW(Dyn)* d = v.dynamic; d->d_tag != DT_NULL && q->nneeded < MAX_NEEDED; ++d)
+      if (d->d_tag == DT_NEEDED) q->needed[q->nneeded++] = v.strtab + d->d_un.d_val;
+  }
+  return 1;
+}
+
+static const char* base_name(const char* path) {
+  const char* base = path;
+  for (const char* c = path; *c; ++c)
+    if (*c == '/') base = c + 1;
+  return base;
+}
+
+static int find_definition_cb(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  def_search* q = data;
+  const uintptr_t base = (uintptr_t)info->dlpi_addr;
+  if (base == g_self_base) return 0;
+  elf_view v;
+  if (!elf_view_of(info, &v)) return 0;
+  unsigned rank = UINT32_MAX;
+  if (q->caller_found && base == q->caller_base) {
+    rank = 0;
+  } else {
+    const char* file = info->dlpi_name != NULL ? base_name(info->dlpi_name) : "";
+    for (unsigned i = 0; i < q->nneeded && rank == UINT32_MAX; ++i)
+      if (strcmp(file, q->needed[i]) == 0 ||
+          (v.soname != NULL && strcmp(v.soname, q->needed[i]) == 0))
+        rank = 1 + i;
+  }
+  if (rank >= q->best_rank && q->first_any != NULL) return 0;
+  void* p = elf_lookup(&v, q->name, q->hg, q->hs);
+  if (p == NULL) return 0;
+  if (q->first_any == NULL) q->first_any = p;
+  if (rank < q->best_rank) {
+    q->best = p;
+    q->best_rank = rank;
+  }
+  return 0;
+}
+
+static void* find_definition(const char* name, const void* ra) {
+  def_search q;
+  memset(&q, 0, sizeof q);
+  q.name = name;
+  q.hg = gnu_hash_of(name);
+  q.hs = sysv_hash_of(name);
+  q.ra = (uintptr_t)ra;
+  q.best_rank = UINT32_MAX;
+  if (ra != NULL) dl_iterate_phdr(find_caller_cb, &q);
+  dl_iterate_phdr(find_definition_cb, &q);
+  return q.best != NULL ? q.best : q.first_any;
+}
+
+static int self_base_cb(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  if (!contains(info, *(const uintptr_t*)data)) return 0;
+  g_self_base = (uintptr_t)info->dlpi_addr;
+  return 1;
+}
+
+static bool in_self(const void* p) {
+  object_query q = {.addr = (uintptr_t)p, .found = false, .openmp = false};
+  dl_iterate_phdr(find_object_cb, &q);
+  return q.found && q.base == g_self_base;
+}
+
+// The real definition of a forwarded entry point for the call at `ra`. Objects loaded at start
+// were resolved in init_once (dlsym(RTLD_NEXT): the global scope after the shim); anything else is
+// looked up per call site and cached until an object is unloaded.
 static void* resolve_fwd(enum fwd_id id, const void* ra) {
   void* p = atomic_load_explicit(&g_fwd_global[id], memory_order_acquire);
   if (p != NULL) return p;
-  if (tl_in_hook) return NULL;
 
   const unsigned long long gen = unload_generation();
   fwd_entry* e = &g_fwd_cache[(((uintptr_t)ra >> 2) ^ ((uintptr_t)id * 0x9e37u)) % FWD_CACHE];
@@ -825,25 +1042,7 @@ static void* resolve_fwd(enum fwd_id id, const void* ra) {
     if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1 && p != NULL) return p;
   }
 
-  tl_in_hook = 1;
-  p = dlsym(RTLD_NEXT, fwd_names[id]);
-  if (p != NULL && !is_self(p)) {
-    atomic_store_explicit(&g_fwd_global[id], p, memory_order_release);
-    tl_in_hook = 0;
-    return p;
-  }
-  p = NULL;
-  Dl_info info;
-  struct link_map* lm = NULL;
-  if (ra != NULL && dladdr1(ra, &info, (void**)&lm, RTLD_DL_LINKMAP) != 0 && lm != NULL &&
-      lm->l_name != NULL && lm->l_name[0] != '\0') {
-    void* handle = dlopen(lm->l_name, RTLD_LAZY | RTLD_NOLOAD);
-    if (handle != NULL) {
-      p = dlsym(handle, fwd_names[id]);
-      dlclose(handle);
-    }
-  }
-  if (is_self(p)) p = NULL;
+  p = find_definition(fwd_names[id], ra);
   if (p != NULL) {
     unsigned s = atomic_load_explicit(&e->seq, memory_order_relaxed);
     if ((s & 1u) == 0 && atomic_compare_exchange_strong_explicit(
@@ -855,7 +1054,6 @@ static void* resolve_fwd(enum fwd_id id, const void* ra) {
       atomic_store_explicit(&e->seq, s + 2, memory_order_release);
     }
   }
-  tl_in_hook = 0;
   return p;
 }
 
@@ -1079,11 +1277,17 @@ static void init_once(void) {
   LOAD_NEXT(real_pthread_getaffinity_np, "pthread_getaffinity_np");
   LOAD_NEXT(real_pthread_setaffinity_np, "pthread_setaffinity_np");
   LOAD_NEXT(real_syscall, "syscall");
-  // Runtimes already loaded are resolved now, while the process is single-threaded: dlsym takes
-  // the loader lock, which later calls had better not need (see addr_in_openmp_runtime).
+  {
+    void (*self_fn)(void) = init_once;
+    uintptr_t here;
+    memcpy(&here, &self_fn, sizeof here);
+    dl_iterate_phdr(self_base_cb, &here);
+  }
+  // Runtimes loaded with the program are resolved now, at start: dlsym takes the loader lock,
+  // which the hooks never do afterwards (see "Symbol lookup without the loader lock").
   for (int id = 0; id < F_COUNT; ++id) {
     void* p = dlsym(RTLD_NEXT, fwd_names[id]);
-    if (p != NULL && !is_self(p)) atomic_store_explicit(&g_fwd_global[id], p, memory_order_release);
+    if (p != NULL && !in_self(p)) atomic_store_explicit(&g_fwd_global[id], p, memory_order_release);
   }
 
   const char* cpus = secure_getenv("TFPIN_CPUS");

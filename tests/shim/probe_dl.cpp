@@ -1,6 +1,7 @@
 // shim-probe-dl: a program without OpenMP that loads an OpenMP library at run time.
 //   shim-probe-dl PLUGIN local|global N   dlopen PLUGIN, run a region with num_threads(N)
 //   shim-probe-dl absent                  call the BLAS/OpenMP hooks when no runtime is loaded
+//   shim-probe-dl ctor PLUGIN             dlopen a library whose constructor waits for a thread
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -52,6 +53,17 @@ int main(int argc, char** argv) {
     }
     std::printf("{\"ok\":true,\"gomp_parallel_body_runs\":%d,\"libgomp_loaded\":%s}\n", ran,
                 libgomp_loaded() ? "true" : "false");
+    return 0;
+  }
+  if (argc == 3 && std::strcmp(argv[1], "ctor") == 0) {
+    // The library's constructor does its work in another thread while dlopen holds its lock.
+    void* handle = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      std::fprintf(stderr, "dlopen: %s\n", dlerror());
+      return 1;
+    }
+    auto result = sym<int (*)(int)>(handle, "ctor_result");
+    std::printf("{\"ctor_team\":%d,\"ctor_blas\":%d}\n", result(0), result(1));
     return 0;
   }
   if (argc < 4) {

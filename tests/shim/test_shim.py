@@ -5,7 +5,8 @@ syscalls, which the shim does not hook); what each run printed is echoed, so a l
 was seen. Standard library only.
 
 Environment (set by tests/shim/meson.build): TFPIN_SHIM_LIB, SHIM_PROBE, SHIM_PROBE_DL,
-SHIM_PROBE_BLAS, SHIM_OMP_PLUGIN, SHIM_PROBE_KMP (optional, clang + libomp), TFPIN_EXE.
+SHIM_PROBE_BLAS, SHIM_OMP_PLUGIN, SHIM_CTOR_PLUGIN, SHIM_PROBE_KMP (optional, clang + libomp),
+TFPIN_EXE.
 Run one group: test_shim.py -v OpenMP
 """
 import json
@@ -22,6 +23,7 @@ PROBE = os.environ.get("SHIM_PROBE", "")
 PROBE_DL = os.environ.get("SHIM_PROBE_DL", "")
 PROBE_BLAS = os.environ.get("SHIM_PROBE_BLAS", "")
 PLUGIN = os.environ.get("SHIM_OMP_PLUGIN", "")
+CTOR_PLUGIN = os.environ.get("SHIM_CTOR_PLUGIN", "")
 PROBE_KMP = os.environ.get("SHIM_PROBE_KMP", "")
 TFPIN = os.environ.get("TFPIN_EXE", "")
 PYTHON = "/usr/bin/python3"
@@ -429,6 +431,12 @@ class Dlopen(unittest.TestCase):
                 "print(buf.value.decode())\n")
         r = last_json(run([PYTHON, "-c", code, PLUGIN], plan_env=plan(f"{A},{B}", 1, 2)).stdout)
         self.check_region(r)
+
+    def test_constructor_waiting_for_a_thread_does_not_deadlock(self):
+        # dlopen holds the loader lock while the constructor waits; the hooks must not need it.
+        r = last_json(run([PROBE_DL, "ctor", CTOR_PLUGIN], plan_env=plan(f"{A},{B}", 1, 2),
+                          timeout=30).stdout)
+        self.assertEqual(r, {"ctor_team": 2, "ctor_blas": 2})
 
     def test_without_plan_unchanged(self):
         r = last_json(run([PROBE_DL, PLUGIN, "local", 64]).stdout)
