@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """tfpin.so under a real Slurm: private munge + slurmctld + slurmd on loopback (tests/slurm harness),
 real sbatch/srun, each task's affinity and environment read back from /proc and env."""
+import json
 import os
 import re
 import subprocess
@@ -14,6 +15,7 @@ from slurm_cluster import LocalSlurm, missing_binaries  # noqa: E402
 
 PLUGIN = os.environ.get("TFPIN_PLUGIN", str(HERE.parents[1] / "build" / "plugin" / "tfpin.so"))
 SHIM = os.environ.get("TFPIN_SHIM", "")
+SHIM_PROBE = os.environ.get("SHIM_PROBE", "")
 
 # Printed by every probe task: one line per fact, prefixed with the task's rank and node.
 PROBE = ("echo \"rank=${SLURM_PROCID:-batch} node=${SLURMD_NODENAME}"
@@ -276,6 +278,45 @@ class BadSiteConfig(unittest.TestCase):
             self.assertEqual(set(cluster.node_states().values()), {"idle"})
             log = cluster.slurmctld_log() + cluster.slurmd_log("n1")
             self.assertNotIn("Segmentation", log)
+
+
+@unittest.skipIf(missing_binaries() or not (SHIM and SHIM_PROBE), "needs Slurm, the shim and its probe")
+class ShimUnderSlurm(unittest.TestCase):
+    """The shim's probes as Slurm tasks: the plugin preloads the shim, the shim enforces the plan."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster = LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=plugstack()).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.cluster.stop()
+
+    def probe(self, *args):
+        r = self.cluster.srun(list(args))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        print(r.stdout)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def test_openmp_team_is_capped_and_pinned(self):
+        out = self.probe("-c", "2", "--tf-threads=2", SHIM_PROBE, "omp", "64")
+        self.assertEqual(out["team"], 2)
+        self.assertEqual(sorted(m["allowed"] for m in out["members"]), [[0], [1]])
+
+    def test_lanes_run_on_disjoint_cores(self):
+        out = self.probe("-c", "2", "--tf-threads=2", "--tf-interop=2", SHIM_PROBE, "interop", "5", "64")
+        self.assertEqual(out["A"]["team_max"], 1)
+        self.assertEqual(out["B"]["team_max"], 1)
+        self.assertEqual(sorted(out["A"]["allowed_union"] + out["B"]["allowed_union"]), [0, 1])
+
+    def test_cpu_count_is_the_plans(self):
+        r = self.cluster.srun(["-c", "2", "--tf-threads=1", "/usr/bin/python3", "-c",
+                               "import os; print(os.cpu_count(), len(os.sched_getaffinity(0)), "
+                               "os.environ['LD_PRELOAD'])"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        count, affinity, preload = r.stdout.split()
+        self.assertEqual((count, affinity), ("1", "1"))
+        self.assertTrue(preload.startswith(SHIM), preload)
 
 
 class Symbols(unittest.TestCase):
