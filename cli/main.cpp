@@ -6,6 +6,9 @@
 #include <string_view>
 
 #include "commands.hpp"
+#ifdef TFPIN_HAVE_ENGINE
+#include "bench.hpp"
+#endif
 #include "tfpin/error.hpp"
 
 #ifndef TFPIN_VERSION
@@ -42,6 +45,11 @@ int main(int argc, char** argv) {
   // CLI11 stops at the first positional (the program) and leaves the rest unparsed.
   run_app->prefix_command();
 
+#ifdef TFPIN_HAVE_ENGINE
+  BenchCommand bench;
+  CLI::App* bench_app = add_bench_command(app, bench);
+#endif
+
   // CLI11 mishandles a "--" in prefix mode, so tfpin's own arguments end at the first "--"; what
   // follows is the program's, verbatim (unless a program name came before it: see below).
   int split = argc;
@@ -67,6 +75,9 @@ int main(int argc, char** argv) {
   }
 
   try {
+#ifdef TFPIN_HAVE_ENGINE
+    if (*bench_app) return bench();
+#endif
     if (*show_app) {
       if (split < argc) {
         fmt::print(stderr, "tfpin show: unexpected arguments after --: it runs no program\n");

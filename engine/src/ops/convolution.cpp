@@ -1,4 +1,6 @@
 // Convolution (stride, padding, groups) with optional bias; post-ops ReLU and sum (residual add).
+#include <cstdlib>
+
 #include "common.hpp"
 
 namespace tfpin::engine::detail {
@@ -92,8 +94,16 @@ void lower_convolution(Lowering& l, int node) {
   if (residual >= 0 && !is_plain(l.value_md[static_cast<std::size_t>(residual)])) {
     dst_md = l.value_md[static_cast<std::size_t>(residual)];
   }
-  const dnnl::algorithm algorithm = l.options.winograd ? dnnl::algorithm::convolution_auto
-                                                     : dnnl::algorithm::convolution_direct;
+  dnnl::algorithm algorithm = l.options.winograd ? dnnl::algorithm::convolution_auto
+                                               : dnnl::algorithm::convolution_direct;
+  if (std::getenv("FORCE_WINO") && wd[2] == 3 && wd[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1 && g == 1) {
+    try {
+      dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd,
+        blocked(xd), w_any, b_md, blocked(od), {1, 1}, {a.padding[0], a.padding[1]}, {a.padding[2], a.padding[3]});
+      dnnl::convolution_forward::primitive_desc p(d, l.attributes(n), l.engine);
+      algorithm = dnnl::algorithm::convolution_winograd;
+    } catch (const dnnl::error&) {}
+  }
   const dnnl::primitive_attr attr = l.attributes(n);
   auto make = [&](const md_t& s, const md_t& d) {
     dnnl::convolution_forward::desc desc(
