@@ -1201,9 +1201,9 @@ EXPORT void MKL_Set_Num_Threads(int n) {
   AS_FN(real, resolve_fwd(F_MKL_Set_Num_Threads, RA()));
   if (real != NULL) real(clamp_setter(n));
 }
-EXPORT void mkl_set_num_threads(const int* n) {
-  void (*real)(const int*);
-  AS_FN(real, resolve_fwd(F_mkl_set_num_threads, RA()));
+/* MKL's Fortran entry points take the count by pointer: pass a clamped copy, never write the
+ * caller's int. */
+static void forward_clamped_by_pointer(void (*real)(const int*), const int* n) {
   if (real == NULL) return;
   if (n == NULL) {
     real(n);
@@ -1212,16 +1212,15 @@ EXPORT void mkl_set_num_threads(const int* n) {
   const int clamped = clamp_setter(*n);
   real(&clamped);
 }
+EXPORT void mkl_set_num_threads(const int* n) {
+  void (*real)(const int*);
+  AS_FN(real, resolve_fwd(F_mkl_set_num_threads, RA()));
+  forward_clamped_by_pointer(real, n);
+}
 EXPORT void mkl_set_num_threads_(const int* n) {
   void (*real)(const int*);
   AS_FN(real, resolve_fwd(F_mkl_set_num_threads_, RA()));
-  if (real == NULL) return;
-  if (n == NULL) {
-    real(n);
-    return;
-  }
-  const int clamped = clamp_setter(*n);
-  real(&clamped);
+  forward_clamped_by_pointer(real, n);
 }
 EXPORT void openblas_set_num_threads(int n) {
   void (*real)(int);
