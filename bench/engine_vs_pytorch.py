@@ -60,22 +60,25 @@ int main(int argc, char** argv) {
   int n = std::atoi(argv[1]);
   std::vector<int> cpus;
   for (int i = 2; i < argc; ++i) cpus.push_back(std::atoi(argv[i]));
-  std::vector<double> r(n);
-  std::vector<std::thread> ts;
-  for (int t = 0; t < n; ++t) {
-    ts.emplace_back([&, t] {
-      cpu_set_t set; CPU_ZERO(&set); CPU_SET(cpus[t % cpus.size()], &set);
-      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-      run(20000000);  // warm up (frequency, power licence)
-      double best = 0;
-      for (int k = 0; k < 3; ++k) { double g = run(100000000); if (g > best) best = g; }
-      r[t] = best;
-    });
+  // Best of several concurrent rounds: a shared machine only ever makes the probe slower.
+  double best = 0;
+  for (int round = 0; round < 5; ++round) {
+    std::vector<double> r(n);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < n; ++t) {
+      ts.emplace_back([&, t] {
+        cpu_set_t set; CPU_ZERO(&set); CPU_SET(cpus[t % cpus.size()], &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        if (round == 0) run(20000000);  // warm up (frequency, power licence)
+        r[t] = run(60000000);
+      });
+    }
+    for (auto& t : ts) t.join();
+    double sum = 0;
+    for (double x : r) sum += x;
+    if (sum > best) best = sum;
   }
-  for (auto& t : ts) t.join();
-  double sum = 0;
-  for (double x : r) sum += x;
-  std::printf("%.2f\n", sum);
+  std::printf("%.2f\n", best);
 }
 """
 
@@ -205,6 +208,8 @@ def main():
     if torch_ok:
         print(f"PyTorch: OPENBLAS_CORETYPE=SKYLAKEX, channels_last, libblas.so.3 -> {blas}"
               + ("" if "openblas" in blas else "  (WARNING: not OpenBLAS: the baseline is unfairly slow)"))
+    print("(% peak: direct-convolution FLOPs per image x images/sec over the FMA peak; Winograd does "
+          "fewer multiplications, so it can pass 100%)")
     header = f"{'model':<11} {'GFLOP/img':>9} {'tfpin img/s':>11} {'% peak':>6}"
     if torch_ok:
         header += f" {'torch img/s':>11} {'% peak':>6} {'tfpin/torch':>11}"

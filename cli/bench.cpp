@@ -88,7 +88,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   sub->add_option("--num_warmup_batches", bench.num_warmup_batches,
                   "untimed steps first (default 10)")
       ->type_name("N");
-  sub->add_option("--data_format", bench.data_format, "layout of the input images: NHWC|NCHW (default NHWC)")
+  sub->add_option("--data_format", bench.data_format,
+                  "layout of the input images: NHWC|NCHW (default NHWC)")
       ->type_name("NHWC|NCHW");
   sub->add_option("--num_intra_threads", bench.num_intra_threads,
                   "OpenMP threads per inter-op lane (default: TF_NUM_INTRAOP_THREADS, "
@@ -139,11 +140,13 @@ int BenchCommand::operator()() const {
         "training (tfpin bench without --forward_only) is not implemented yet: the engine has no "
         "backward pass this release; pass --forward_only to measure inference");
   }
-  const engine::ThreadSettings threads = engine::resolve_threads(request, engine::process_environment());
+  const engine::ThreadSettings threads =
+      engine::resolve_threads(request, engine::process_environment());
 
   const bool progress = !json && isatty(STDERR_FILENO) != 0;
   std::vector<unsigned> all_cpus;
-  for (const auto& lane : threads.lane_cpus) all_cpus.insert(all_cpus.end(), lane.begin(), lane.end());
+  for (const auto& lane : threads.lane_cpus)
+    all_cpus.insert(all_cpus.end(), lane.begin(), lane.end());
   if (!json) {
     const dnnl_version_t* v = dnnl_version();
     fmt::print("tfpin engine: oneDNN {}.{}.{} ({})\n", v->major, v->minor, v->patch,
@@ -157,11 +160,13 @@ int BenchCommand::operator()() const {
     fmt::print("Data format: {}\n", engine::to_string(*layout));
     fmt::print("Threads:     intra {} ({}), inter-op {} ({}), lanes {} ({})\n", threads.intra,
                threads.intra_source, threads.inter, threads.inter_source,
-               fmt::join([&] {
-                 std::vector<std::string> lanes;
-                 for (const auto& l : threads.lane_cpus) lanes.push_back(format_cpulist(l));
-                 return lanes;
-               }(), " | "),
+               fmt::join(
+                   [&] {
+                     std::vector<std::string> lanes;
+                     for (const auto& l : threads.lane_cpus) lanes.push_back(format_cpulist(l));
+                     return lanes;
+                   }(),
+                   " | "),
                threads.cpus_source);
     fmt::print("==========\nGenerating model\n");
     std::fflush(stdout);
@@ -178,16 +183,10 @@ int BenchCommand::operator()() const {
   options.trace = !trace_file.empty();
   std::unique_ptr<engine::Runtime> runtime;
   engine::Status status = engine::Runtime::create(graph, options, &runtime);
-  auto check = [&](const engine::Status& s, const char* what) {
-    if (s.ok()) return;
-    fmt::print(stderr, "tfpin bench: {}: {}\n", what, s.to_string());
-    const bool user = s.code() == engine::StatusCode::out_of_memory ||
-                      s.code() == engine::StatusCode::invalid_argument;
-    throw Error(user ? ErrorKind::invalid_request : ErrorKind::system, "");
-  };
-  try {
-    check(status, "cannot compile the model");
-  } catch (const Error&) {
+  if (!status.ok()) {
+    fmt::print(stderr, "tfpin bench: cannot compile {} for batch {}: {}\n", model, batch,
+               status.to_string());
+    // A batch whose memory cannot be planned is the user's value to change, like a bad flag.
     return status.code() == engine::StatusCode::out_of_memory ? exit_usage : exit_failure;
   }
   if (verbose) fmt::print(stderr, "{}", runtime->describe());
@@ -268,8 +267,8 @@ int BenchCommand::operator()() const {
     j["data_format"] = engine::to_string(*layout);
     j["forward_only"] = true;
     j["images_per_sec"] = total;
-    j["step_images_per_sec"] = {{"mean", stats.mean}, {"uncertainty", stats.uncertainty},
-                                {"jitter", stats.jitter}};
+    j["step_images_per_sec"] = {
+        {"mean", stats.mean}, {"uncertainty", stats.uncertainty}, {"jitter", stats.jitter}};
     j["intra"] = threads.intra;
     j["interop"] = threads.inter;
     j["intra_source"] = threads.intra_source;
@@ -295,11 +294,12 @@ int BenchCommand::operator()() const {
     fmt::print("----------------------------------------------------------------\n");
     fmt::print("total images/sec: {:.2f}\n", total);
     fmt::print("----------------------------------------------------------------\n");
-    fmt::print("GFLOP/image: {:.2f}, GFLOP/s: {:.1f}; memory: activations {} (peak after reuse, "
-               "{} without), weights {}; {} steps, {} reorders\n",
-               flops_per_image / 1e9, flops_per_image * total / 1e9, bytes_string(report.arena_bytes),
-               bytes_string(report.activation_bytes), bytes_string(report.weight_bytes),
-               report.steps, report.reorders);
+    fmt::print(
+        "GFLOP/image: {:.2f}, GFLOP/s: {:.1f}; memory: activations {} (peak after reuse, "
+        "{} without), weights {}; {} steps, {} reorders\n",
+        flops_per_image / 1e9, flops_per_image * total / 1e9, bytes_string(report.arena_bytes),
+        bytes_string(report.activation_bytes), bytes_string(report.weight_bytes), report.steps,
+        report.reorders);
   }
   if (!finite) {
     fmt::print(stderr, "tfpin bench: the outputs are not finite\n");

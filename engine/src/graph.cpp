@@ -12,12 +12,18 @@ namespace tfpin::engine {
 
 const char* to_string(StatusCode code) {
   switch (code) {
-    case StatusCode::ok: return "ok";
-    case StatusCode::invalid_argument: return "invalid argument";
-    case StatusCode::invalid_graph: return "invalid graph";
-    case StatusCode::unsupported: return "unsupported";
-    case StatusCode::out_of_memory: return "out of memory";
-    case StatusCode::runtime_error: return "runtime error";
+    case StatusCode::ok:
+      return "ok";
+    case StatusCode::invalid_argument:
+      return "invalid argument";
+    case StatusCode::invalid_graph:
+      return "invalid graph";
+    case StatusCode::unsupported:
+      return "unsupported";
+    case StatusCode::out_of_memory:
+      return "out of memory";
+    case StatusCode::runtime_error:
+      return "runtime error";
   }
   return "unknown";
 }
@@ -29,9 +35,12 @@ std::string Status::to_string() const {
 
 const char* to_string(Layout layout) {
   switch (layout) {
-    case Layout::nchw: return "NCHW";
-    case Layout::nhwc: return "NHWC";
-    case Layout::nc: return "NC";
+    case Layout::nchw:
+      return "NCHW";
+    case Layout::nhwc:
+      return "NHWC";
+    case Layout::nc:
+      return "NC";
   }
   return "?";
 }
@@ -47,18 +56,30 @@ std::optional<Layout> parse_layout(std::string_view text) {
 
 const char* to_string(OpKind kind) {
   switch (kind) {
-    case OpKind::convolution: return "convolution";
-    case OpKind::batch_norm: return "batch_norm";
-    case OpKind::relu: return "relu";
-    case OpKind::max_pool: return "max_pool";
-    case OpKind::avg_pool: return "avg_pool";
-    case OpKind::lrn: return "lrn";
-    case OpKind::concat: return "concat";
-    case OpKind::add: return "add";
-    case OpKind::inner_product: return "inner_product";
-    case OpKind::softmax: return "softmax";
-    case OpKind::flatten: return "flatten";
-    case OpKind::dropout: return "dropout";
+    case OpKind::convolution:
+      return "convolution";
+    case OpKind::batch_norm:
+      return "batch_norm";
+    case OpKind::relu:
+      return "relu";
+    case OpKind::max_pool:
+      return "max_pool";
+    case OpKind::avg_pool:
+      return "avg_pool";
+    case OpKind::lrn:
+      return "lrn";
+    case OpKind::concat:
+      return "concat";
+    case OpKind::add:
+      return "add";
+    case OpKind::inner_product:
+      return "inner_product";
+    case OpKind::softmax:
+      return "softmax";
+    case OpKind::flatten:
+      return "flatten";
+    case OpKind::dropout:
+      return "dropout";
   }
   return "?";
 }

@@ -40,7 +40,8 @@ void Ir::relink() {
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     if (n.dead) continue;
-    for (int in : n.inputs) values[static_cast<std::size_t>(in)].consumers.push_back(static_cast<int>(i));
+    for (int in : n.inputs)
+      values[static_cast<std::size_t>(in)].consumers.push_back(static_cast<int>(i));
     for (const PostOp& p : n.post_ops) {
       if (p.kind == PostOp::Kind::sum) {
         values[static_cast<std::size_t>(p.value)].consumers.push_back(static_cast<int>(i));
@@ -68,26 +69,37 @@ Status check_dims(const std::string& what, const Dims& dims) {
   std::int64_t n = element_count(dims);
   if (n < 0 || n > max_elements) {
     return {StatusCode::out_of_memory,
-            fmt::format("{} has dimensions {}: more than 2^48 elements, no machine holds that", what,
-                        dims_string(dims))};
+            fmt::format("{} has dimensions {}: more than 2^48 elements, no machine holds that",
+                        what, dims_string(dims))};
   }
   return {};
 }
 
 Status infer(Ir& ir, int node, Dims& out) {
   switch (ir.nodes[static_cast<std::size_t>(node)].kind) {
-    case OpKind::convolution: return infer_convolution(ir, node, out);
-    case OpKind::batch_norm: return infer_batch_norm(ir, node, out);
-    case OpKind::relu: return infer_relu(ir, node, out);
+    case OpKind::convolution:
+      return infer_convolution(ir, node, out);
+    case OpKind::batch_norm:
+      return infer_batch_norm(ir, node, out);
+    case OpKind::relu:
+      return infer_relu(ir, node, out);
     case OpKind::max_pool:
-    case OpKind::avg_pool: return infer_pooling(ir, node, out);
-    case OpKind::lrn: return infer_lrn(ir, node, out);
-    case OpKind::concat: return infer_concat(ir, node, out);
-    case OpKind::add: return infer_add(ir, node, out);
-    case OpKind::inner_product: return infer_inner_product(ir, node, out);
-    case OpKind::softmax: return infer_softmax(ir, node, out);
-    case OpKind::flatten: return infer_flatten(ir, node, out);
-    case OpKind::dropout: return infer_dropout(ir, node, out);
+    case OpKind::avg_pool:
+      return infer_pooling(ir, node, out);
+    case OpKind::lrn:
+      return infer_lrn(ir, node, out);
+    case OpKind::concat:
+      return infer_concat(ir, node, out);
+    case OpKind::add:
+      return infer_add(ir, node, out);
+    case OpKind::inner_product:
+      return infer_inner_product(ir, node, out);
+    case OpKind::softmax:
+      return infer_softmax(ir, node, out);
+    case OpKind::flatten:
+      return infer_flatten(ir, node, out);
+    case OpKind::dropout:
+      return infer_dropout(ir, node, out);
   }
   return graph_error(ir, node, "unknown operator");
 }
@@ -129,7 +141,8 @@ Status build_ir(const Graph& graph, Ir& ir) {
         v.kind = ValueKind::input;
         if (t.name.empty()) return {StatusCode::invalid_graph, "a graph input has an empty name"};
         if (!input_names.insert(t.name).second) {
-          return {StatusCode::invalid_graph, fmt::format("two graph inputs are named '{}'", t.name)};
+          return {StatusCode::invalid_graph,
+                  fmt::format("two graph inputs are named '{}'", t.name)};
         }
         Status s = check_dims(fmt::format("input '{}'", t.name), t.dims);
         if (!s.ok()) return s;
@@ -140,10 +153,11 @@ Status build_ir(const Graph& graph, Ir& ir) {
         }
         bool image = t.dims.size() == 4;
         if (image == (t.layout == Layout::nc)) {
-          return {StatusCode::invalid_graph,
-                  fmt::format("input '{}' has dimensions {} and layout {}: images are NCHW or NHWC, "
-                              "matrices NC",
-                              t.name, dims_string(t.dims), to_string(t.layout))};
+          return {
+              StatusCode::invalid_graph,
+              fmt::format("input '{}' has dimensions {} and layout {}: images are NCHW or NHWC, "
+                          "matrices NC",
+                          t.name, dims_string(t.dims), to_string(t.layout))};
         }
         if (image && !have_image_input) {
           ir.default_image_layout = t.layout;
@@ -159,9 +173,10 @@ Status build_ir(const Graph& graph, Ir& ir) {
         auto expected = static_cast<std::size_t>(element_count(t.dims));
         std::size_t got = t.data ? t.data->size() : 0;
         if (got != expected) {
-          return {StatusCode::invalid_graph,
-                  fmt::format("constant '{}' has dimensions {} ({} values) but {} values were given",
-                              t.name, dims_string(t.dims), expected, got)};
+          return {
+              StatusCode::invalid_graph,
+              fmt::format("constant '{}' has dimensions {} ({} values) but {} values were given",
+                          t.name, dims_string(t.dims), expected, got)};
         }
         break;
       }
@@ -205,8 +220,9 @@ Status build_ir(const Graph& graph, Ir& ir) {
   std::set<std::string> output_names;
   for (const OutputDef& o : graph.outputs()) {
     if (o.tensor < 0 || static_cast<std::size_t>(o.tensor) >= ir.values.size()) {
-      return {StatusCode::invalid_graph,
-              fmt::format("output '{}' refers to tensor {}, which does not exist", o.name, o.tensor)};
+      return {
+          StatusCode::invalid_graph,
+          fmt::format("output '{}' refers to tensor {}, which does not exist", o.name, o.tensor)};
     }
     if (o.name.empty()) return {StatusCode::invalid_graph, "a graph output has an empty name"};
     if (!output_names.insert(o.name).second) {
@@ -336,8 +352,8 @@ int fold_batch_norms(Ir& ir) {
     std::string name = conv->name;
     int conv_index = ir.values[static_cast<std::size_t>(x)].producer;
     int w_new = add_constant(ir, name + "/folded_weights", std::move(wdims), std::move(nw));
-    int b_new = add_constant(ir, name + "/folded_bias", Dims{static_cast<std::int64_t>(oc)},
-                             std::move(nb));
+    int b_new =
+        add_constant(ir, name + "/folded_bias", Dims{static_cast<std::int64_t>(oc)}, std::move(nb));
     Node& c = ir.nodes[static_cast<std::size_t>(conv_index)];  // add_constant may move values only
     c.inputs.resize(2);
     c.inputs[1] = w_new;
@@ -426,31 +442,6 @@ void drop_identities(Ir& ir) {
     for (auto& [v, def] : ir.outputs) v = v == from ? to : v;
   }
   ir.relink();
-}
-
-}  // namespace tfpin::engine::detail
-
-namespace tfpin::engine::detail {
-
-int fold_flattens(Ir& ir) {
-  int folded = 0;
-  for (std::size_t i = 0; i < ir.nodes.size(); ++i) {
-    Node& ip = ir.nodes[i];
-    if (ip.dead || ip.kind != OpKind::inner_product) continue;
-    int x = ip.inputs[0];
-    int p = ir.values[static_cast<std::size_t>(x)].producer;
-    if (p < 0) continue;
-    Node& f = ir.nodes[static_cast<std::size_t>(p)];
-    if (f.dead || f.kind != OpKind::flatten) continue;
-    const Value& xv = ir.values[static_cast<std::size_t>(x)];
-    if (xv.is_output || xv.consumers.size() != 1) continue;
-    if (ir.values[static_cast<std::size_t>(f.inputs[0])].dims.size() != 4) continue;
-    ip.inputs[0] = f.inputs[0];
-    f.dead = true;
-    ir.relink();
-    ++folded;
-  }
-  return folded;
 }
 
 }  // namespace tfpin::engine::detail

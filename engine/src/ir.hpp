@@ -1,5 +1,6 @@
 // The compiler's own view of a graph: values with their shapes, nodes with their fused post-ops.
-// Built (and validated) from a Graph by build_ir; rewritten by the fusion passes; lowered to oneDNN.
+// Built (and validated) from a Graph by build_ir; rewritten by the fusion passes; lowered to
+// oneDNN.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +21,10 @@ struct Value {
   ValueKind kind = ValueKind::activation;
   std::string name;
   Dims dims;
-  Layout layout = Layout::nchw;                   // inputs: the caller's memory order
+  Layout layout = Layout::nchw;                    // inputs: the caller's memory order
   std::shared_ptr<const std::vector<float>> data;  // constants
-  int producer = -1;                              // node index (activations)
-  std::vector<int> consumers;                     // live node indices
+  int producer = -1;                               // node index (activations)
+  std::vector<int> consumers;                      // live node indices
   bool is_output = false;
 };
 
@@ -61,10 +62,10 @@ struct Ir {
 Status build_ir(const Graph& graph, Ir& ir);
 
 // Passes. Each keeps ir valid; run them in this order.
-int fold_batch_norms(Ir& ir);   // conv -> batch_norm: scale the weights, shift the bias
-int fuse_relus(Ir& ir);         // conv/inner_product/add/batch_norm -> relu: post-op
+int fold_batch_norms(Ir& ir);  // conv -> batch_norm: scale the weights, shift the bias
+int fuse_relus(Ir& ir);        // conv/inner_product/add/batch_norm -> relu: post-op
 int fuse_residual_adds(Ir& ir, int* in_place_candidates);  // conv -> add: sum post-op
-void drop_identities(Ir& ir);   // dropout: consumers read its input
+void drop_identities(Ir& ir);                              // dropout: consumers read its input
 
 std::string dims_string(const Dims& dims);
 std::int64_t element_count(const Dims& dims);
@@ -85,10 +86,4 @@ Status infer_dropout(Ir& ir, int node, Dims& out);
 // Helpers for error messages.
 Status graph_error(const Ir& ir, int node, const std::string& what);
 
-}  // namespace tfpin::engine::detail
-
-namespace tfpin::engine::detail {
-// flatten -> inner_product: the inner product reads the image directly (its weights are reshaped
-// to O, C, H, W), so no copy into a plain layout is needed.
-int fold_flattens(Ir& ir);
 }  // namespace tfpin::engine::detail

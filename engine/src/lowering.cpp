@@ -22,7 +22,9 @@ AlignedBytes allocate_aligned(std::uint64_t bytes) {
   return AlignedBytes{static_cast<std::byte*>(p)};
 }
 
-dnnl::memory::dims to_dnnl(const Dims& dims) { return dnnl::memory::dims(dims.begin(), dims.end()); }
+dnnl::memory::dims to_dnnl(const Dims& dims) {
+  return dnnl::memory::dims(dims.begin(), dims.end());
+}
 
 bool is_plain(const md_t& md) {
   return md.data.format_kind == dnnl_blocked && md.data.format_desc.blocking.inner_nblks == 0;
@@ -32,11 +34,13 @@ std::string md_string(const md_t& md) {
   const dnnl_memory_desc_t& d = md.data;
   std::string dims;
   for (int i = 0; i < d.ndims; ++i) dims += fmt::format("{}{}", i ? "x" : "", d.dims[i]);
-  if (d.format_kind != dnnl_blocked) return fmt::format("{} {}", d.format_kind == dnnl_format_kind_any ? "any" : "?", dims);
+  if (d.format_kind != dnnl_blocked)
+    return fmt::format("{} {}", d.format_kind == dnnl_format_kind_any ? "any" : "?", dims);
   const dnnl_blocking_desc_t& b = d.format_desc.blocking;
   std::vector<int> order(static_cast<std::size_t>(d.ndims));
   for (int i = 0; i < d.ndims; ++i) order[static_cast<std::size_t>(i)] = i;
-  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return b.strides[x] > b.strides[y]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return b.strides[x] > b.strides[y]; });
   std::string f;
   for (int i : order) {
     bool blocked = false;

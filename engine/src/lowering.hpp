@@ -38,7 +38,7 @@ struct Buffer {
 };
 
 struct Arg {
-  int arg = 0;      // DNNL_ARG_*
+  int arg = 0;  // DNNL_ARG_*
   int buffer = -1;
   md_t md;
   bool read = true;
@@ -55,8 +55,8 @@ struct Step {
   bool reorder = false;
 };
 
-bool is_plain(const md_t& md);               // no inner blocks
-std::string md_string(const md_t& md);       // "nChw16c 32x64x56x56"
+bool is_plain(const md_t& md);          // no inner blocks
+std::string md_string(const md_t& md);  // "nChw16c 32x64x56x56"
 md_t plain_md(const Dims& dims, Layout layout);
 md_t any_md(const Dims& dims);
 dnnl::memory::dims to_dnnl(const Dims& dims);

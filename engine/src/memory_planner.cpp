@@ -7,12 +7,13 @@ namespace tfpin::engine::detail {
 
 namespace {
 
-std::uint64_t align_up(std::uint64_t n) { return (n + arena_alignment - 1) / arena_alignment * arena_alignment; }
+std::uint64_t align_up(std::uint64_t n) {
+  return (n + arena_alignment - 1) / arena_alignment * arena_alignment;
+}
 
 }  // namespace
 
-MemoryPlan plan_memory(std::vector<Buffer>& buffers,
-                       const std::vector<std::vector<int>>& accessors,
+MemoryPlan plan_memory(std::vector<Buffer>& buffers, const std::vector<std::vector<int>>& accessors,
                        const std::function<bool(int, int)>& before) {
   MemoryPlan plan;
   std::vector<int> order;

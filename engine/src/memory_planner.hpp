@@ -21,8 +21,7 @@ inline constexpr std::uint64_t arena_alignment = 4096;
 
 // accessors[b]: the steps reading or writing buffer b (only arena buffers are placed).
 // before(a, b): step a certainly finishes before step b starts.
-MemoryPlan plan_memory(std::vector<Buffer>& buffers,
-                       const std::vector<std::vector<int>>& accessors,
+MemoryPlan plan_memory(std::vector<Buffer>& buffers, const std::vector<std::vector<int>>& accessors,
                        const std::function<bool(int, int)>& before);
 
 }  // namespace tfpin::engine::detail

@@ -11,11 +11,16 @@ namespace tfpin::engine {
 
 const char* to_string(Model model) {
   switch (model) {
-    case Model::resnet50: return "resnet50";
-    case Model::inception3: return "inception3";
-    case Model::vgg16: return "vgg16";
-    case Model::googlenet: return "googlenet";
-    case Model::alexnet: return "alexnet";
+    case Model::resnet50:
+      return "resnet50";
+    case Model::inception3:
+      return "inception3";
+    case Model::vgg16:
+      return "vgg16";
+    case Model::googlenet:
+      return "googlenet";
+    case Model::alexnet:
+      return "alexnet";
   }
   return "?";
 }
@@ -25,8 +30,8 @@ std::vector<std::string> model_names() {
 }
 
 std::optional<Model> parse_model(std::string_view name) {
-  for (Model m : {Model::resnet50, Model::inception3, Model::vgg16, Model::googlenet,
-                  Model::alexnet}) {
+  for (Model m :
+       {Model::resnet50, Model::inception3, Model::vgg16, Model::googlenet, Model::alexnet}) {
     if (name == to_string(m)) return m;
   }
   return std::nullopt;
@@ -84,7 +89,8 @@ class Net {
     TensorId w = g_.constant(name + ".weight", {oc, x.c, kh, kw},
                              he_uniform(static_cast<std::size_t>(oc * fan_in), fan_in));
     TensorId b = no_tensor;
-    if (bias) b = g_.constant(name + ".bias", {oc}, uniform(static_cast<std::size_t>(oc), -0.05f, 0.05f));
+    if (bias)
+      b = g_.constant(name + ".bias", {oc}, uniform(static_cast<std::size_t>(oc), -0.05f, 0.05f));
     Conv2D a;
     a.stride = {stride, stride};
     a.padding = {ph, pw, ph, pw};
@@ -173,7 +179,8 @@ class Net {
   T fc(const T& x, std::int64_t out, const std::string& name) {
     TensorId w = g_.constant(name + ".weight", {out, x.c},
                              he_uniform(static_cast<std::size_t>(out * x.c), x.c, 0.7f));
-    TensorId b = g_.constant(name + ".bias", {out}, uniform(static_cast<std::size_t>(out), -0.05f, 0.05f));
+    TensorId b =
+        g_.constant(name + ".bias", {out}, uniform(static_cast<std::size_t>(out), -0.05f, 0.05f));
     T y;
     y.id = g_.inner_product(x.id, w, b, name);
     y.c = out;
@@ -321,8 +328,8 @@ T inception3(Net& n, T x) {
 }
 
 T vgg16(Net& n, T x) {
-  const std::int64_t cfg[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0,
-                              512, 512, 512, 0};
+  const std::int64_t cfg[] = {64, 64,  0,   128, 128, 0,   256, 256, 256,
+                              0,  512, 512, 512, 0,   512, 512, 512, 0};
   int index = 0;
   for (std::int64_t c : cfg) {
     if (c == 0) {
@@ -405,11 +412,21 @@ Graph build_model(Model model, std::int64_t batch, Layout layout, std::uint64_t 
   x.h = x.w = s;
   T logits;
   switch (model) {
-    case Model::resnet50: logits = resnet50(n, x); break;
-    case Model::inception3: logits = inception3(n, x); break;
-    case Model::vgg16: logits = vgg16(n, x); break;
-    case Model::googlenet: logits = googlenet(n, x); break;
-    case Model::alexnet: logits = alexnet(n, x); break;
+    case Model::resnet50:
+      logits = resnet50(n, x);
+      break;
+    case Model::inception3:
+      logits = inception3(n, x);
+      break;
+    case Model::vgg16:
+      logits = vgg16(n, x);
+      break;
+    case Model::googlenet:
+      logits = googlenet(n, x);
+      break;
+    case Model::alexnet:
+      logits = alexnet(n, x);
+      break;
   }
   n.classifier_output(logits);
   return g;

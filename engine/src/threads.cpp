@@ -81,11 +81,12 @@ ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& ge
     const std::string inter_text = s.inter_source == "default"
                                        ? fmt::format("{} inter-op lane", s.inter)
                                        : fmt::format("{}={}", s.inter_source, s.inter);
-    throw Error(ErrorKind::invalid_request,
-                fmt::format("{}={} x {} needs {} threads, more than the {} cores allowed (cpus {}): "
-                            "one thread per core, so intra x inter must be at most {}",
-                            s.intra_source, s.intra, inter_text, total, slots,
-                            format_cpulist(allowed), slots));
+    throw Error(
+        ErrorKind::invalid_request,
+        fmt::format("{}={} x {} needs {} threads, more than the {} cores allowed (cpus {}): "
+                    "one thread per core, so intra x inter must be at most {}",
+                    s.intra_source, s.intra, inter_text, total, slots, format_cpulist(allowed),
+                    slots));
   }
   if (handed_over && handed_over->interop == s.inter && handed_over->intra == s.intra) {
     for (const Lane& lane : handed_over->lanes) s.lane_cpus.push_back(lane.cpus);

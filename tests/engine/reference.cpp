@@ -45,12 +45,14 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor* b, const Conv2D& a) 
               for (std::int64_t kw = 0; kw < KW; ++kw) {
                 const auto iw = ow * a.stride[1] - a.padding[1] + kw;
                 if (iw < 0 || iw >= W) continue;
-                acc += static_cast<double>(x.data[static_cast<std::size_t>(((n * C + c) * H + ih) * W + iw)]) *
+                acc += static_cast<double>(
+                           x.data[static_cast<std::size_t>(((n * C + c) * H + ih) * W + iw)]) *
                        w.data[static_cast<std::size_t>(((o * I + i) * KH + kh) * KW + kw)];
               }
             }
           }
-          y.data[static_cast<std::size_t>(((n * O + o) * OH + oh) * OW + ow)] = static_cast<float>(acc);
+          y.data[static_cast<std::size_t>(((n * O + o) * OH + oh) * OW + ow)] =
+              static_cast<float>(acc);
         }
     }
   return y;
@@ -61,7 +63,8 @@ Tensor pool(const Tensor& x, const Pool2D& a, bool max) {
   std::int64_t out[2];
   for (int d = 0; d < 2; ++d) {
     const auto size = x.dims[static_cast<std::size_t>(d + 2)];
-    const auto lo = a.padding[static_cast<std::size_t>(d)], hi = a.padding[static_cast<std::size_t>(d + 2)];
+    const auto lo = a.padding[static_cast<std::size_t>(d)],
+               hi = a.padding[static_cast<std::size_t>(d + 2)];
     const auto k = a.kernel[static_cast<std::size_t>(d)], s = a.stride[static_cast<std::size_t>(d)];
     const auto span = size + lo + hi - k;
     out[d] = span / s + 1;
@@ -70,7 +73,8 @@ Tensor pool(const Tensor& x, const Pool2D& a, bool max) {
       if ((out[d] - 1) * s >= size + lo) --out[d];
     }
   }
-  Tensor y{{N, C, out[0], out[1]}, std::vector<float>(static_cast<std::size_t>(N * C * out[0] * out[1]))};
+  Tensor y{{N, C, out[0], out[1]},
+           std::vector<float>(static_cast<std::size_t>(N * C * out[0] * out[1]))};
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t c = 0; c < C; ++c)
       for (std::int64_t oh = 0; oh < out[0]; ++oh)
@@ -93,7 +97,8 @@ Tensor pool(const Tensor& x, const Pool2D& a, bool max) {
             const auto area = a.kernel[0] * a.kernel[1];
             acc /= static_cast<double>(a.count_include_pad ? area : valid);
           }
-          y.data[static_cast<std::size_t>(((n * C + c) * out[0] + oh) * out[1] + ow)] = static_cast<float>(acc);
+          y.data[static_cast<std::size_t>(((n * C + c) * out[0] + oh) * out[1] + ow)] =
+              static_cast<float>(acc);
         }
   return y;
 }
@@ -163,7 +168,9 @@ std::map<std::string, std::vector<float>> evaluate(
     }
   }
   for (const NodeDef& n : graph.nodes()) {
-    auto in = [&](std::size_t k) -> const Tensor& { return t[static_cast<std::size_t>(n.inputs.at(k))]; };
+    auto in = [&](std::size_t k) -> const Tensor& {
+      return t[static_cast<std::size_t>(n.inputs.at(k))];
+    };
     Tensor y;
     switch (n.kind) {
       case OpKind::convolution:
@@ -200,13 +207,15 @@ std::map<std::string, std::vector<float>> evaluate(
           for (std::int64_t c = 0; c < C; ++c)
             for (std::int64_t p = 0; p < HW; ++p) {
               double sum = 0;
-              for (std::int64_t cc = std::max<std::int64_t>(0, c - half); cc <= std::min(C - 1, c + half); ++cc) {
+              for (std::int64_t cc = std::max<std::int64_t>(0, c - half);
+                   cc <= std::min(C - 1, c + half); ++cc) {
                 const double v = x.data[static_cast<std::size_t>((b * C + cc) * HW + p)];
                 sum += v * v;
               }
               const auto idx = static_cast<std::size_t>((b * C + c) * HW + p);
-              y.data[idx] = static_cast<float>(x.data[idx] *
-                                               std::pow(a.k + a.alpha / static_cast<double>(a.size) * sum, -a.beta));
+              y.data[idx] = static_cast<float>(
+                  x.data[idx] *
+                  std::pow(a.k + a.alpha / static_cast<double>(a.size) * sum, -a.beta));
             }
         break;
       }
@@ -215,13 +224,17 @@ std::map<std::string, std::vector<float>> evaluate(
         y.dims = first.dims;
         y.dims[1] = 0;
         for (std::size_t k = 0; k < n.inputs.size(); ++k) y.dims[1] += in(k).dims[1];
-        const std::size_t inner = count(first.dims) / static_cast<std::size_t>(first.dims[0] * first.dims[1]);
+        const std::size_t inner =
+            count(first.dims) / static_cast<std::size_t>(first.dims[0] * first.dims[1]);
         for (std::int64_t b = 0; b < first.dims[0]; ++b)
           for (std::size_t k = 0; k < n.inputs.size(); ++k) {
             const Tensor& x = in(k);
             const std::size_t block = static_cast<std::size_t>(x.dims[1]) * inner;
-            y.data.insert(y.data.end(), x.data.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * block),
-                          x.data.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b + 1) * block));
+            y.data.insert(
+                y.data.end(),
+                x.data.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b) * block),
+                x.data.begin() +
+                    static_cast<std::ptrdiff_t>(static_cast<std::size_t>(b + 1) * block));
           }
         break;
       }
@@ -240,7 +253,8 @@ std::map<std::string, std::vector<float>> evaluate(
           double mx = *std::max_element(row, row + C);
           double sum = 0;
           for (std::int64_t c = 0; c < C; ++c) sum += std::exp(row[c] - mx);
-          for (std::int64_t c = 0; c < C; ++c) row[c] = static_cast<float>(std::exp(row[c] - mx) / sum);
+          for (std::int64_t c = 0; c < C; ++c)
+            row[c] = static_cast<float>(std::exp(row[c] - mx) / sum);
         }
         break;
       }

@@ -72,7 +72,10 @@ class BenchOutput(unittest.TestCase):
             self.assertEqual(len(j["lanes"]), 2)
             self.assertNotEqual(j["lanes"][0], j["lanes"][1])
             with open(trace) as f:
-                events = json.load(f)["traceEvents"]
+                everything = json.load(f)["traceEvents"]
+        events = [e for e in everything if e["ph"] == "X"]
+        names = [e for e in everything if e["ph"] == "M"]
+        self.assertEqual(sorted(e["args"]["name"] for e in names), ["lane 0", "lane 1"])
         steps = j["compile"]["steps"]
         self.assertEqual(len(events), 3 * steps)  # one event per operator and timed step
         for e in events:

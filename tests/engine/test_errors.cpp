@@ -54,7 +54,8 @@ TEST(InvalidGraph, AddShapeMismatch) {
   g.output(g.add(a, b, "sum"), "y");
   Status s = compile(g);
   EXPECT_EQ(s.code(), StatusCode::invalid_graph);
-  EXPECT_THAT(s.message(), HasSubstr("shape mismatch: 'a' is [1, 4, 5, 5] but 'b' is [1, 4, 5, 6]"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("shape mismatch: 'a' is [1, 4, 5, 5] but 'b' is [1, 4, 5, 6]"));
 }
 
 TEST(InvalidGraph, ConcatMismatch) {
@@ -112,7 +113,9 @@ TEST(InvalidGraph, BadAttributes) {
          g.output(g.max_pool(x, p), "y");
        }},
       {"size=4 is invalid",
-       [](Graph& g, TensorId x) { g.output(g.lrn(x, Lrn{4, 1e-4f, 0.75f, 1.0f}), "y"); }},
+       [](Graph& g, TensorId x) {
+         g.output(g.lrn(x, Lrn{4, 1e-4f, 0.75f, 1.0f}), "y");
+       }},
       {"rate=1.5 is invalid",
        [](Graph& g, TensorId x) { g.output(g.dropout(x, Dropout{1.5f}), "y"); }},
       {"variances cannot be negative",

@@ -39,7 +39,8 @@ TEST_P(ModelTest, SameOutputAcrossLanesLayoutsAndFusion) {
   ASSERT_EQ(p.size(), static_cast<std::size_t>(batch * num_classes));
   for (std::int64_t b = 0; b < batch; ++b) {
     auto row = p.begin() + b * num_classes;
-    ASSERT_TRUE(std::all_of(row, row + num_classes, [](float v) { return std::isfinite(v) && v >= 0; }));
+    ASSERT_TRUE(
+        std::all_of(row, row + num_classes, [](float v) { return std::isfinite(v) && v >= 0; }));
     EXPECT_NEAR(std::accumulate(row, row + num_classes, 0.0), 1.0, 1e-3);
     // Not a uniform answer: the logits carry information, so comparisons below mean something.
     EXPECT_GT(*std::max_element(row, row + num_classes), 3.0f / num_classes);
@@ -82,8 +83,8 @@ TEST_P(ModelTest, SameOutputAcrossLanesLayoutsAndFusion) {
 INSTANTIATE_TEST_SUITE_P(Zoo, ModelTest,
                          ::testing::Values(Model::resnet50, Model::inception3, Model::vgg16,
                                            Model::googlenet, Model::alexnet),
-                         [](const ::testing::TestParamInfo<Model>& info) {
-                           return std::string(to_string(info.param));
+                         [](const ::testing::TestParamInfo<Model>& param) {
+                           return std::string(to_string(param.param));
                          });
 
 TEST(ModelZoo, NamesRoundTrip) {
@@ -99,8 +100,10 @@ TEST(ModelZoo, NamesRoundTrip) {
 
 TEST(ModelZoo, FlopsMatchThePublishedCounts) {
   // Multiply-accumulates per image (torchvision's numbers), times 2.
-  const std::pair<Model, double> expected[] = {{Model::resnet50, 4.09e9}, {Model::inception3, 5.71e9},
-                                               {Model::vgg16, 15.47e9}, {Model::googlenet, 1.50e9},
+  const std::pair<Model, double> expected[] = {{Model::resnet50, 4.09e9},
+                                               {Model::inception3, 5.71e9},
+                                               {Model::vgg16, 15.47e9},
+                                               {Model::googlenet, 1.50e9},
                                                {Model::alexnet, 0.714e9}};
   for (const auto& [model, macs] : expected) {
     std::unique_ptr<Runtime> rt;

@@ -51,9 +51,9 @@ class OpTest : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
                          bias ? constant(name + ".b", {out}) : no_tensor, a, name);
   }
   TensorId bn(TensorId x, std::int64_t c, const std::string& name) {
-    return g.batch_norm(x, positive(name + ".scale", {c}, 0.5f, 1.5f), constant(name + ".shift", {c}),
-                        constant(name + ".mean", {c}), positive(name + ".var", {c}, 0.5f, 2.0f),
-                        BatchNorm{1e-3f}, name);
+    return g.batch_norm(x, positive(name + ".scale", {c}, 0.5f, 1.5f),
+                        constant(name + ".shift", {c}), constant(name + ".mean", {c}),
+                        positive(name + ".var", {c}, 0.5f, 2.0f), BatchNorm{1e-3f}, name);
   }
 
   // Runs the graph on the engine (one lane, then two) and compares with the reference.
@@ -98,7 +98,9 @@ TEST_P(OpTest, FirstLayerConvolutionWithThreeChannels) {
   TensorId x = input("x", {2, 3, 17, 17});
   g.output(g.relu(conv(x, 3, 16, 7, 2, 3, true, "conv1")), "y");
   check();
-  if (fusion()) EXPECT_EQ(last.fused_relus, 1);
+  if (fusion()) {
+    EXPECT_EQ(last.fused_relus, 1);
+  }
 }
 
 TEST_P(OpTest, GroupedAndDepthwiseConvolution) {
@@ -162,7 +164,9 @@ TEST_P(OpTest, ResidualUsedAfterTheAddIsNotOverwritten) {
   TensorId s = g.add(y, r);
   g.output(g.concat({s, r}), "y");
   check();
-  if (fusion()) EXPECT_EQ(last.in_place_adds, 0);
+  if (fusion()) {
+    EXPECT_EQ(last.in_place_adds, 0);
+  }
 }
 
 TEST_P(OpTest, ResidualThatIsAGraphInput) {
@@ -283,6 +287,14 @@ TEST_P(OpTest, InnerProductAfterFlatten) {
   check();
 }
 
+TEST_P(OpTest, InnerProductOnImages) {
+  TensorId x = input("x", {2, 16, 3, 3});
+  TensorId c = conv(x, 16, 32, 3, 1, 1, true, "c");  // blocked layout
+  g.output(g.inner_product(c, constant("w", {10, 288}), constant("b", {10})), "y");
+  g.output(g.relu(g.inner_product(x, constant("v", {5, 144}), no_tensor)), "z");  // caller's layout
+  check();
+}
+
 TEST_P(OpTest, FlattenAsOutput) {
   TensorId x = input("x", {2, 16, 3, 3});
   g.output(g.flatten(conv(x, 16, 32, 1, 1, 0, true, "c")), "y");
@@ -307,7 +319,8 @@ TEST_P(OpTest, InceptionLikeBlockWithResidual) {
   TensorId x = input("x", {2, 32, 7, 7});
   TensorId stem = g.relu(bn(conv(x, 32, 32, 1, 1, 0, false, "stem"), 32, "stem.bn"));
   TensorId b1 = g.relu(conv(stem, 32, 16, 1, 1, 0, true, "b1"));
-  TensorId b2 = g.relu(conv(g.relu(conv(stem, 32, 16, 1, 1, 0, true, "b2a")), 16, 32, 3, 1, 1, true, "b2b"));
+  TensorId b2 =
+      g.relu(conv(g.relu(conv(stem, 32, 16, 1, 1, 0, true, "b2a")), 16, 32, 3, 1, 1, true, "b2b"));
   Pool2D p;
   p.kernel = {3, 3};
   p.padding = {1, 1, 1, 1};
@@ -334,13 +347,13 @@ TEST_P(OpTest, WinogradConvolution) {
   EXPECT_EQ(rt->describe().find("wino"), std::string::npos) << rt->describe();
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Engine, OpTest,
-    ::testing::Combine(::testing::Values(Layout::nchw, Layout::nhwc), ::testing::Bool()),
-    [](const ::testing::TestParamInfo<OpTest::ParamType>& info) {
-      return std::string(to_string(std::get<0>(info.param))) +
-             (std::get<1>(info.param) ? "_fused" : "_unfused");
-    });
+INSTANTIATE_TEST_SUITE_P(Engine, OpTest,
+                         ::testing::Combine(::testing::Values(Layout::nchw, Layout::nhwc),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<OpTest::ParamType>& param) {
+                           return std::string(to_string(std::get<0>(param.param))) +
+                                  (std::get<1>(param.param) ? "_fused" : "_unfused");
+                         });
 
 }  // namespace
 }  // namespace tfpin::engine

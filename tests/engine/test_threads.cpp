@@ -1,6 +1,6 @@
 // Thread settings: flags > TF_NUM_*_THREADS / OMP_NUM_THREADS > the TFPIN_* plan > computed.
-#include <gtest/gtest.h>
 #include <gmock/gmock.h>
+#include <gtest/gtest.h>
 
 #include <map>
 
@@ -45,7 +45,8 @@ TEST(Threads, FlagsWinOverEnvironment) {
 }
 
 TEST(Threads, TensorFlowVariablesWinOverOpenMP) {
-  ThreadSettings s = resolve_threads({}, env({{"TF_NUM_INTRAOP_THREADS", "1"}, {"OMP_NUM_THREADS", "2"}}));
+  ThreadSettings s =
+      resolve_threads({}, env({{"TF_NUM_INTRAOP_THREADS", "1"}, {"OMP_NUM_THREADS", "2"}}));
   EXPECT_EQ(s.intra, 1u);
   EXPECT_EQ(s.intra_source, "TF_NUM_INTRAOP_THREADS");
   s = resolve_threads({}, env({{"OMP_NUM_THREADS", "1,1"}}));

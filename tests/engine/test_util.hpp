@@ -34,7 +34,8 @@ struct EngineRun {
   CompileReport report;
 };
 
-inline EngineRun run_engine(const Graph& graph, const std::map<std::string, std::vector<float>>& inputs,
+inline EngineRun run_engine(const Graph& graph,
+                            const std::map<std::string, std::vector<float>>& inputs,
                             const CompileOptions& options = {}, int runs = 1) {
   EngineRun r;
   std::unique_ptr<Runtime> rt;
@@ -54,8 +55,9 @@ inline EngineRun run_engine(const Graph& graph, const std::map<std::string, std:
 }
 
 // |got - want| <= atol * max|want| + rtol * |want| everywhere; reports the worst element.
-inline ::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want,
-                                        double rtol = 1e-4, double atol = 1e-4) {
+inline ::testing::AssertionResult close(const std::vector<float>& got,
+                                        const std::vector<float>& want, double rtol = 1e-4,
+                                        double atol = 1e-4) {
   if (got.size() != want.size()) {
     return ::testing::AssertionFailure() << "sizes differ: " << got.size() << " vs " << want.size();
   }

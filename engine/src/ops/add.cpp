@@ -15,8 +15,8 @@ Status infer_add(Ir& ir, int node, Dims& out) {
                                    a.name, dims_string(a.dims), b.name, dims_string(b.dims)));
   }
   if (a.dims.size() != 4 && a.dims.size() != 2) {
-    return graph_error(ir, node, fmt::format("inputs have dimensions {}, expected 4 or 2",
-                                             dims_string(a.dims)));
+    return graph_error(
+        ir, node, fmt::format("inputs have dimensions {}, expected 4 or 2", dims_string(a.dims)));
   }
   if (a.kind == ValueKind::constant || b.kind == ValueKind::constant) {
     return graph_error(ir, node, "adding a constant tensor is not supported");
@@ -39,8 +39,10 @@ void lower_add(Lowering& l, int node) {
   step.name = n.name;
   step.op = l.op_label(n);
   step.primitive = dnnl::binary(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC_0, l.read_as(a, pd.src0_desc()), pd.src0_desc(), true, false});
-  step.args.push_back(Arg{DNNL_ARG_SRC_1, l.read_as(b, pd.src1_desc()), pd.src1_desc(), true, false});
+  step.args.push_back(
+      Arg{DNNL_ARG_SRC_0, l.read_as(a, pd.src0_desc()), pd.src0_desc(), true, false});
+  step.args.push_back(
+      Arg{DNNL_ARG_SRC_1, l.read_as(b, pd.src1_desc()), pd.src1_desc(), true, false});
   step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);

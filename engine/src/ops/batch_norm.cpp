@@ -11,8 +11,9 @@ Status infer_batch_norm(Ir& ir, int node, Dims& out) {
   Node& n = node_of(ir, node);
   const Value& x = value_of(ir, n.inputs[0]);
   if (x.dims.size() != 4 && x.dims.size() != 2) {
-    return graph_error(ir, node, fmt::format("input '{}' has dimensions {}, expected 4 or 2", x.name,
-                                             dims_string(x.dims)));
+    return graph_error(
+        ir, node,
+        fmt::format("input '{}' has dimensions {}, expected 4 or 2", x.name, dims_string(x.dims)));
   }
   const char* roles[] = {"scale", "shift", "mean", "variance"};
   for (int k = 1; k < 5; ++k) {
@@ -25,8 +26,9 @@ Status infer_batch_norm(Ir& ir, int node, Dims& out) {
   }
   for (float v : *value_of(ir, n.inputs[4]).data) {
     if (!(v >= 0.0f)) {
-      return graph_error(ir, node, fmt::format("variance '{}' holds {}: variances cannot be negative",
-                                               value_of(ir, n.inputs[4]).name, v));
+      return graph_error(ir, node,
+                         fmt::format("variance '{}' holds {}: variances cannot be negative",
+                                     value_of(ir, n.inputs[4]).name, v));
     }
   }
   out = x.dims;
@@ -52,8 +54,9 @@ void lower_batch_norm(Lowering& l, int node) {
   step.args.push_back(Arg{DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc(), true, false});
   const int args[] = {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
   for (int k = 0; k < 4; ++k) {
-    step.args.push_back(
-        Arg{args[k], l.constant_as(n.inputs[static_cast<std::size_t>(k + 1)], vec, vec), vec, true, false});
+    step.args.push_back(Arg{args[k],
+                            l.constant_as(n.inputs[static_cast<std::size_t>(k + 1)], vec, vec), vec,
+                            true, false});
   }
   const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
   step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});

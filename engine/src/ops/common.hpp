@@ -13,8 +13,7 @@ namespace tfpin::engine::detail {
 inline Value& value_of(Ir& ir, int v) { return ir.values[static_cast<std::size_t>(v)]; }
 inline Node& node_of(Ir& ir, int n) { return ir.nodes[static_cast<std::size_t>(n)]; }
 
-inline Status expect_inputs(Ir& ir, int node, std::size_t min, std::size_t max,
-                            const char* what) {
+inline Status expect_inputs(Ir& ir, int node, std::size_t min, std::size_t max, const char* what) {
   std::size_t n = node_of(ir, node).inputs.size();
   if (n < min || n > max) {
     return graph_error(ir, node, fmt::format("has {} inputs, expected {}", n, what));
@@ -26,8 +25,8 @@ inline Status expect_rank(Ir& ir, int node, int input, std::size_t rank, const c
   const Value& v = value_of(ir, node_of(ir, node).inputs[static_cast<std::size_t>(input)]);
   if (v.dims.size() != rank) {
     return graph_error(ir, node,
-                       fmt::format("{} '{}' has dimensions {}, expected {} dimensions", role, v.name,
-                                   dims_string(v.dims), rank));
+                       fmt::format("{} '{}' has dimensions {}, expected {} dimensions", role,
+                                   v.name, dims_string(v.dims), rank));
   }
   return {};
 }
@@ -50,10 +49,10 @@ inline Status expect_vector(Ir& ir, int node, int input, std::int64_t length, co
   return {};
 }
 
-#define TFPIN_TRY(expr)           \
-  do {                            \
+#define TFPIN_TRY(expr)                  \
+  do {                                   \
     ::tfpin::engine::Status s_ = (expr); \
-    if (!s_.ok()) return s_;      \
+    if (!s_.ok()) return s_;             \
   } while (false)
 
 }  // namespace tfpin::engine::detail

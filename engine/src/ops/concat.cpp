@@ -8,8 +8,9 @@ Status infer_concat(Ir& ir, int node, Dims& out) {
   if (n.inputs.empty()) return graph_error(ir, node, "has no inputs, expected at least 1");
   const Value& first = value_of(ir, n.inputs[0]);
   if (first.dims.size() != 4 && first.dims.size() != 2) {
-    return graph_error(ir, node, fmt::format("input '{}' has dimensions {}, expected 4 or 2",
-                                             first.name, dims_string(first.dims)));
+    return graph_error(ir, node,
+                       fmt::format("input '{}' has dimensions {}, expected 4 or 2", first.name,
+                                   dims_string(first.dims)));
   }
   Dims o = first.dims;
   o[1] = 0;
@@ -20,11 +21,11 @@ Status infer_concat(Ir& ir, int node, Dims& out) {
       same = d == 1 || v.dims[d] == first.dims[d];
     }
     if (!same) {
-      return graph_error(ir, node,
-                         fmt::format("input #{} '{}' has dimensions {} but input #0 '{}' has {}: "
-                                     "all but the channels must match",
-                                     k, v.name, dims_string(v.dims), first.name,
-                                     dims_string(first.dims)));
+      return graph_error(
+          ir, node,
+          fmt::format("input #{} '{}' has dimensions {} but input #0 '{}' has {}: "
+                      "all but the channels must match",
+                      k, v.name, dims_string(v.dims), first.name, dims_string(first.dims)));
     }
     o[1] += v.dims[1];
   }

@@ -12,16 +12,17 @@ Status infer_inner_product(Ir& ir, int node, Dims& out) {
   const Value& x = value_of(ir, n.inputs[0]);
   const Value& w = value_of(ir, n.inputs[1]);
   if (x.dims.size() != 2 && x.dims.size() != 4) {
-    return graph_error(ir, node, fmt::format("input '{}' has dimensions {}, expected N, I or N, C, H, W",
-                                             x.name, dims_string(x.dims)));
+    return graph_error(ir, node,
+                       fmt::format("input '{}' has dimensions {}, expected N, I or N, C, H, W",
+                                   x.name, dims_string(x.dims)));
   }
   std::int64_t features = 1;
   for (std::size_t d = 1; d < x.dims.size(); ++d) features *= x.dims[d];
   if (w.dims[1] != features) {
-    return graph_error(ir, node,
-                       fmt::format("input '{}' {} has {} features but weights '{}' {} expect {}",
-                                   x.name, dims_string(x.dims), features, w.name,
-                                   dims_string(w.dims), w.dims[1]));
+    return graph_error(
+        ir, node,
+        fmt::format("input '{}' {} has {} features but weights '{}' {} expect {}", x.name,
+                    dims_string(x.dims), features, w.name, dims_string(w.dims), w.dims[1]));
   }
   if (n.inputs.size() == 3) {
     TFPIN_TRY(expect_constant(ir, node, 2, "bias"));

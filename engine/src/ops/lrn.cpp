@@ -11,8 +11,8 @@ Status infer_lrn(Ir& ir, int node, Dims& out) {
   Node& n = node_of(ir, node);
   const auto& a = std::get<Lrn>(n.attrs);
   if (a.size < 1 || a.size % 2 == 0) {
-    return graph_error(ir, node, fmt::format("size={} is invalid: it must be a positive odd number",
-                                             a.size));
+    return graph_error(ir, node,
+                       fmt::format("size={} is invalid: it must be a positive odd number", a.size));
   }
   if (!(a.k > 0.0f) || !std::isfinite(a.alpha) || !std::isfinite(a.beta) || !std::isfinite(a.k)) {
     return graph_error(ir, node,

@@ -13,9 +13,10 @@ Status infer_pooling(Ir& ir, int node, Dims& out) {
   const Dims& x = value_of(ir, n.inputs[0]).dims;
   for (int d = 0; d < 2; ++d) {
     if (a.kernel[static_cast<std::size_t>(d)] < 1 || a.stride[static_cast<std::size_t>(d)] < 1) {
-      return graph_error(ir, node,
-                         fmt::format("kernel {}x{} stride {}x{} is invalid: both must be at least 1",
-                                     a.kernel[0], a.kernel[1], a.stride[0], a.stride[1]));
+      return graph_error(
+          ir, node,
+          fmt::format("kernel {}x{} stride {}x{} is invalid: both must be at least 1", a.kernel[0],
+                      a.kernel[1], a.stride[0], a.stride[1]));
     }
   }
   for (std::size_t k = 0; k < 4; ++k) {
@@ -34,10 +35,10 @@ Status infer_pooling(Ir& ir, int node, Dims& out) {
     const std::int64_t hi = a.padding[d + 2];
     const std::int64_t span = size + lo + hi - a.kernel[d];
     if (span < 0) {
-      return graph_error(ir, node,
-                         fmt::format("kernel {}x{} does not fit the padded input {}x{}", a.kernel[0],
-                                     a.kernel[1], x[2] + a.padding[0] + a.padding[2],
-                                     x[3] + a.padding[1] + a.padding[3]));
+      return graph_error(
+          ir, node,
+          fmt::format("kernel {}x{} does not fit the padded input {}x{}", a.kernel[0], a.kernel[1],
+                      x[2] + a.padding[0] + a.padding[2], x[3] + a.padding[1] + a.padding[3]));
     }
     std::int64_t count = span / a.stride[d] + 1;
     if (a.ceil_mode) {

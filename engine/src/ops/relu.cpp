@@ -7,8 +7,8 @@ Status infer_relu(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   out = value_of(ir, node_of(ir, node).inputs[0]).dims;
   if (out.size() != 4 && out.size() != 2) {
-    return graph_error(ir, node, fmt::format("input has dimensions {}, expected 4 or 2",
-                                             dims_string(out)));
+    return graph_error(ir, node,
+                       fmt::format("input has dimensions {}, expected 4 or 2", dims_string(out)));
   }
   return {};
 }

@@ -1,10 +1,10 @@
 // The engine's graph: f32 tensors and inference operators, built with a small builder API.
 //
 // Dimensions are always given in logical order: N, C, H, W for images (whatever the memory layout),
-// N, C for matrices. Weights: convolution O, I/groups, KH, KW; inner product O, I (I in C, H, W order
-// when the input is a flattened image, as in PyTorch). The layout (NCHW or NHWC) only says how a graph
-// input or output is laid out in the caller's memory; inside, the compiler picks oneDNN's blocked
-// layouts.
+// N, C for matrices. Weights: convolution O, I/groups, KH, KW; inner product O, I (I in C, H, W
+// order when the input is a flattened image, as in PyTorch). The layout (NCHW or NHWC) only says
+// how a graph input or output is laid out in the caller's memory; inside, the compiler picks
+// oneDNN's blocked layouts.
 //
 // The builder never fails: it records what it is told, and Runtime::create validates everything
 // (unknown tensors, shapes, attributes) and reports the first problem by node name.
@@ -55,11 +55,13 @@ struct Pool2D {
   std::array<std::int64_t, 2> kernel{1, 1};
   std::array<std::int64_t, 2> stride{1, 1};
   std::array<std::int64_t, 4> padding{0, 0, 0, 0};  // top, left, bottom, right
-  bool ceil_mode = false;          // output size rounds up (extra padding at bottom/right)
-  bool count_include_pad = true;   // average pooling: divide by the kernel area (else by the valid count)
+  bool ceil_mode = false;  // output size rounds up (extra padding at bottom/right)
+  bool count_include_pad =
+      true;  // average pooling: divide by the kernel area (else by the valid count)
 };
 
-// Across-channel local response normalisation: y = x / (k + alpha/size * sum(x^2 over size channels))^beta
+// Across-channel local response normalisation: y = x / (k + alpha/size * sum(x^2 over size
+// channels))^beta
 struct Lrn {
   std::int64_t size = 5;
   float alpha = 1e-4f;
@@ -81,10 +83,10 @@ struct TensorDef {
   enum class Kind { input, constant, value };
   Kind kind = Kind::value;
   std::string name;
-  std::vector<std::int64_t> dims;                 // inputs and constants; values get theirs at compile
-  Layout layout = Layout::nchw;                   // inputs
+  std::vector<std::int64_t> dims;  // inputs and constants; values get theirs at compile
+  Layout layout = Layout::nchw;    // inputs
   std::shared_ptr<const std::vector<float>> data;  // constants
-  int producer = -1;                              // node index, for values
+  int producer = -1;                               // node index, for values
 };
 
 struct NodeDef {
@@ -121,7 +123,8 @@ class Graph {
   // Along channels (axis 1), the only axis the model zoo needs.
   TensorId concat(std::vector<TensorId> xs, std::string name = {});
   TensorId add(TensorId a, TensorId b, std::string name = {});
-  // x: N, I (or N, C, H, W, taken as flattened in C, H, W order); weights O, I; bias (O) or no_tensor.
+  // x: N, I (or N, C, H, W, taken as flattened in C, H, W order); weights O, I; bias (O) or
+  // no_tensor.
   TensorId inner_product(TensorId x, TensorId weights, TensorId bias, std::string name = {});
   TensorId softmax(TensorId x, std::string name = {});  // over axis 1 of N, C
   TensorId flatten(TensorId x, std::string name = {});  // N, C, H, W -> N, C*H*W (C, H, W order)

@@ -3,9 +3,9 @@
 // -> run (one inference), each returning a Status.
 //
 // Execution: M inter-op lanes. Each lane is a thread pinned to its lane's cores that runs an OpenMP
-// team of `intra` threads (one per core); nodes whose inputs are ready run concurrently on whichever
-// lane is free. Primitives are shared by the lanes: every primitive uses a user-managed scratchpad
-// and each lane brings its own.
+// team of `intra` threads (one per core); nodes whose inputs are ready run concurrently on
+// whichever lane is free. Primitives are shared by the lanes: every primitive uses a user-managed
+// scratchpad and each lane brings its own.
 #pragma once
 
 #include <cstddef>
@@ -41,17 +41,17 @@ struct CompileOptions {
 };
 
 struct CompileReport {
-  std::uint64_t arena_bytes = 0;        // peak activation memory after reuse (the planned arena)
-  std::uint64_t activation_bytes = 0;   // what the activations would take without reuse
-  std::uint64_t weight_bytes = 0;       // constants in the layouts the primitives want
-  std::uint64_t scratchpad_bytes = 0;   // per lane
-  double flops = 0;                     // per run: 2 x multiply-accumulates of convs and inner products
-  int steps = 0;                        // primitives executed per run
-  int reorders = 0;                     // of which layout conversions
+  std::uint64_t arena_bytes = 0;       // peak activation memory after reuse (the planned arena)
+  std::uint64_t activation_bytes = 0;  // what the activations would take without reuse
+  std::uint64_t weight_bytes = 0;      // constants in the layouts the primitives want
+  std::uint64_t scratchpad_bytes = 0;  // per lane
+  double flops = 0;  // per run: 2 x multiply-accumulates of convs and inner products
+  int steps = 0;     // primitives executed per run
+  int reorders = 0;  // of which layout conversions
   int folded_batch_norms = 0;
   int fused_relus = 0;
-  int fused_adds = 0;                   // residual adds turned into sum post-ops
-  int in_place_adds = 0;                // ... of which write straight into the residual's buffer
+  int fused_adds = 0;     // residual adds turned into sum post-ops
+  int in_place_adds = 0;  // ... of which write straight into the residual's buffer
 };
 
 struct TensorInfo {
@@ -62,10 +62,10 @@ struct TensorInfo {
 };
 
 struct TraceEvent {
-  std::string name;   // node name (reorders: "<tensor>:reorder")
-  std::string op;     // operator, with fused post-ops ("convolution+sum+relu")
+  std::string name;  // node name (reorders: "<tensor>:reorder")
+  std::string op;    // operator, with fused post-ops ("convolution+sum+relu")
   unsigned lane = 0;
-  int thread = 0;     // Linux thread id of the lane thread
+  int thread = 0;  // Linux thread id of the lane thread
   std::uint64_t run = 0;
   double start_us = 0;  // since the runtime was created
   double duration_us = 0;

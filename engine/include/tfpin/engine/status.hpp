@@ -1,6 +1,6 @@
 // Status codes returned by the engine's public entry points (Runtime::create -> setup -> run), in
-// the manner of XNNPACK: nothing throws across them; a failed call returns a code and a message that
-// names what was wrong (the node, the tensor, the value and what would be valid).
+// the manner of XNNPACK: nothing throws across them; a failed call returns a code and a message
+// that names what was wrong (the node, the tensor, the value and what would be valid).
 #pragma once
 
 #include <string>
@@ -10,7 +10,8 @@ namespace tfpin::engine {
 
 enum class StatusCode {
   ok = 0,
-  invalid_argument,  // a call was given a bad value (unknown input name, null buffer, zero lanes...)
+  invalid_argument,  // a call was given a bad value (unknown input name, null buffer, zero
+                     // lanes...)
   invalid_graph,     // the graph is wrong: unknown tensor, shape mismatch, bad attribute
   unsupported,       // valid, but this engine (or oneDNN on this CPU) cannot do it
   out_of_memory,     // the planned memory does not fit (or an allocation failed)

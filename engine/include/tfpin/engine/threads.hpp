@@ -1,7 +1,7 @@
 // Thread settings of the engine: how many inter-op lanes, how many intra-op threads each, and the
 // cores of each lane. Precedence: explicit values (command-line flags) > TF_NUM_INTEROP_THREADS /
-// TF_NUM_INTRAOP_THREADS / OMP_NUM_THREADS > the plan tfpin handed over (TFPIN_*) > a plan computed by
-// the placement library for the allowed cores (one thread per core, inter-op 1).
+// TF_NUM_INTRAOP_THREADS / OMP_NUM_THREADS > the plan tfpin handed over (TFPIN_*) > a plan computed
+// by the placement library for the allowed cores (one thread per core, inter-op 1).
 #pragma once
 
 #include <optional>
@@ -25,7 +25,7 @@ struct ThreadSettings {
   std::vector<std::vector<unsigned>> lane_cpus;  // one entry per lane
   std::string intra_source;  // "--num_intra_threads", "TF_NUM_INTRAOP_THREADS", "plan", ...
   std::string inter_source;
-  std::string cpus_source;   // "TFPIN_CPUS" or "computed"
+  std::string cpus_source;  // "TFPIN_CPUS" or "computed"
 };
 
 // Throws tfpin::Error(invalid_request) naming the flag or variable, its value and what is valid.
