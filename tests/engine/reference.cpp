@@ -122,28 +122,35 @@ Tensor inner_product(const Tensor& x, const Tensor& w, const Tensor* b) {
 
 }  // namespace
 
-std::vector<float> nchw_to_nhwc(const std::vector<float>& x, const Dims& d) {
+namespace {
+
+// Copies between the two user layouts; `to_nhwc` says which way.
+std::vector<float> transpose_layout(const std::vector<float>& x, const Dims& d, bool to_nhwc) {
   std::vector<float> y(x.size());
   const auto N = d[0], C = d[1], H = d[2], W = d[3];
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t c = 0; c < C; ++c)
       for (std::int64_t h = 0; h < H; ++h)
-        for (std::int64_t w = 0; w < W; ++w)
-          y[static_cast<std::size_t>(((n * H + h) * W + w) * C + c)] =
-              x[static_cast<std::size_t>(((n * C + c) * H + h) * W + w)];
+        for (std::int64_t w = 0; w < W; ++w) {
+          const auto nchw = static_cast<std::size_t>(((n * C + c) * H + h) * W + w);
+          const auto nhwc = static_cast<std::size_t>(((n * H + h) * W + w) * C + c);
+          if (to_nhwc) {
+            y[nhwc] = x[nchw];
+          } else {
+            y[nchw] = x[nhwc];
+          }
+        }
   return y;
 }
 
+}  // namespace
+
+std::vector<float> nchw_to_nhwc(const std::vector<float>& x, const Dims& d) {
+  return transpose_layout(x, d, true);
+}
+
 std::vector<float> nhwc_to_nchw(const std::vector<float>& x, const Dims& d) {
-  std::vector<float> y(x.size());
-  const auto N = d[0], C = d[1], H = d[2], W = d[3];
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t c = 0; c < C; ++c)
-      for (std::int64_t h = 0; h < H; ++h)
-        for (std::int64_t w = 0; w < W; ++w)
-          y[static_cast<std::size_t>(((n * C + c) * H + h) * W + w)] =
-              x[static_cast<std::size_t>(((n * H + h) * W + w) * C + c)];
-  return y;
+  return transpose_layout(x, d, false);
 }
 
 std::map<std::string, std::vector<float>> evaluate(

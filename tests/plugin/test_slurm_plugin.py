@@ -56,17 +56,23 @@ def job_count(cluster):
     return len(r.stdout.split())
 
 
-@unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
-class OnRequest(unittest.TestCase):
-    """Site defaults: activation on request, strict enforcement."""
+class ClusterTest(unittest.TestCase):
+    """One single-node Slurm with the plugin, configured with SITE_KEYS, for all tests of a class."""
+    SITE_KEYS = ()
 
     @classmethod
     def setUpClass(cls):
-        cls.cluster = LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=plugstack()).start()
+        cls.cluster = LocalSlurm(nodes=1, cpus_per_node=2,
+                                 plugstack_lines=plugstack(*cls.SITE_KEYS)).start()
 
     @classmethod
     def tearDownClass(cls):
         cls.cluster.stop()
+
+
+@unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
+class OnRequest(ClusterTest):
+    """Site defaults: activation on request, strict enforcement."""
 
     def run_batch(self, script, extra_args=None, env_extra=None):
         jobid, r = self.cluster.sbatch(script, extra_args, env_extra=env_extra)
@@ -194,12 +200,9 @@ class OnRequest(unittest.TestCase):
 
 
 @unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
-class AlwaysAndClamp(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.cluster = LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=plugstack(
-            "activation=always", "enforcement=clamp", "override_env=yes", "interop=2",
-            "blocktime=0")).start()
+class AlwaysAndClamp(ClusterTest):
+    SITE_KEYS = ("activation=always", "enforcement=clamp", "override_env=yes", "interop=2",
+                 "blocktime=0")
 
     def test_site_default_interop_adapts_to_small_tasks(self):
         r = self.cluster.srun(["-c", "1", "sh", "-c", PROBE])
@@ -281,16 +284,8 @@ class BadSiteConfig(unittest.TestCase):
 
 
 @unittest.skipIf(missing_binaries() or not (SHIM and SHIM_PROBE), "needs Slurm, the shim and its probe")
-class ShimUnderSlurm(unittest.TestCase):
+class ShimUnderSlurm(ClusterTest):
     """The shim's probes as Slurm tasks: the plugin preloads the shim, the shim enforces the plan."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.cluster = LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=plugstack()).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.cluster.stop()
 
     def probe(self, *args):
         r = self.cluster.srun(list(args))
