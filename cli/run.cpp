@@ -19,7 +19,8 @@ namespace tfpin::cli {
 namespace {
 
 // TFPIN_SHIM if set; else the build tree's shim next to this tfpin (build/cli/tfpin ->
-// build/shim/); else where the package installs it. Empty when none exists.
+// build/shim/); else the shim of the install this tfpin belongs to (also when relocated, e.g.
+// under rpm --root); else where the package installs it. Empty when none exists.
 std::string find_shim() {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -32,6 +33,10 @@ std::string find_shim() {
   if (!ec) {
     const fs::path build_tree = exe.parent_path().parent_path() / "shim" / "libtfpin-shim.so";
     if (fs::is_regular_file(build_tree, ec)) return build_tree.string();
+#ifdef TFPIN_SHIM_FROM_BINDIR
+    const fs::path installed = (exe.parent_path() / TFPIN_SHIM_FROM_BINDIR).lexically_normal();
+    if (fs::is_regular_file(installed, ec)) return installed.string();
+#endif
   }
   if (fs::is_regular_file(TFPIN_SHIM_PATH, ec)) return TFPIN_SHIM_PATH;
   return "";
