@@ -71,11 +71,52 @@ std::string perf_string(const Stats& s) {
                      s.jitter);
 }
 
+// The kernel's Cpus_allowed_list, read from /proc rather than sched_getaffinity: the shim answers
+// the latter with the plan's view, and `tfpin tune` wants proof of the binding itself. Read before
+// the engine starts: the main thread then becomes a lane's OpenMP master, pinned to one core.
+std::string kernel_cpus_allowed() {
+  std::ifstream status("/proc/self/status");
+  const std::string key = "Cpus_allowed_list:";
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with(key)) {
+      const auto first = line.find_first_not_of(" \t", key.size());
+      return first == std::string::npos ? "" : line.substr(first);
+    }
+  }
+  return "";
+}
+
 std::string bytes_string(std::uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
 }
 
 }  // namespace
+
+engine::Model model_option(const std::string& text) {
+  const auto model = engine::parse_model(text);
+  if (!model) {
+    usage_error(fmt::format("--model={} is not a model of the zoo (valid: {})", text,
+                            fmt::join(engine::model_names(), ", ")));
+  }
+  return *model;
+}
+
+engine::Layout data_format_option(const std::string& text) {
+  const auto layout = engine::parse_layout(text);
+  if (!layout) {
+    usage_error(fmt::format("--data_format={} is not a layout (valid: NHWC, NCHW)", text));
+  }
+  return *layout;
+}
+
+void require_forward_only(bool forward_only, std::string_view command) {
+  if (!forward_only) {
+    usage_error(fmt::format(
+        "training ({} without --forward_only) is not implemented yet: the engine has no backward "
+        "pass this release; pass --forward_only to measure inference",
+        command));
+  }
+}
 
 CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   CLI::App* sub = app.add_subcommand(
@@ -116,15 +157,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
 }
 
 int BenchCommand::operator()() const {
-  const auto model_value = engine::parse_model(model);
-  if (!model_value) {
-    usage_error(fmt::format("--model={} is not a model of the zoo (valid: {})", model,
-                            fmt::join(engine::model_names(), ", ")));
-  }
-  const auto layout = engine::parse_layout(data_format);
-  if (!layout) {
-    usage_error(fmt::format("--data_format={} is not a layout (valid: NHWC, NCHW)", data_format));
-  }
+  const std::string cpus_allowed = kernel_cpus_allowed();
+  const engine::Model model_value = model_option(model);
+  const engine::Layout layout = data_format_option(data_format);
   const unsigned batch = parse_count("--batch_size", batch_size, 1u << 30);
   const unsigned steps = parse_count("--num_batches", num_batches, 1000000);
   const unsigned warmup = parse_non_negative("--num_warmup_batches", num_warmup_batches, 1000000);
@@ -135,11 +170,7 @@ int BenchCommand::operator()() const {
   if (!num_inter_threads.empty()) {
     request.inter = parse_non_negative("--num_inter_threads", num_inter_threads, max_count);
   }
-  if (!forward_only) {
-    usage_error(
-        "training (tfpin bench without --forward_only) is not implemented yet: the engine has no "
-        "backward pass this release; pass --forward_only to measure inference");
-  }
+  require_forward_only(forward_only, "tfpin bench");
   const engine::ThreadSettings threads =
       engine::resolve_threads(request, engine::process_environment());
 
@@ -157,7 +188,7 @@ int BenchCommand::operator()() const {
     fmt::print("Batch size:  {} global\n             {} per device\n", batch, batch);
     fmt::print("Num batches: {}\n", steps);
     fmt::print("Devices:     ['/cpu:0']\n");
-    fmt::print("Data format: {}\n", engine::to_string(*layout));
+    fmt::print("Data format: {}\n", engine::to_string(layout));
     fmt::print("Threads:     intra {} ({}), inter-op {} ({}), lanes {} ({})\n", threads.intra,
                threads.intra_source, threads.inter, threads.inter_source,
                fmt::join(
@@ -172,7 +203,7 @@ int BenchCommand::operator()() const {
     std::fflush(stdout);
   }
 
-  const engine::Graph graph = engine::build_model(*model_value, batch, *layout);
+  const engine::Graph graph = engine::build_model(model_value, batch, layout);
   engine::CompileOptions options;
   options.lanes = threads.inter;
   options.intra = threads.intra;
@@ -264,7 +295,7 @@ int BenchCommand::operator()() const {
     j["batch_size"] = batch;
     j["num_batches"] = steps;
     j["num_warmup_batches"] = warmup;
-    j["data_format"] = engine::to_string(*layout);
+    j["data_format"] = engine::to_string(layout);
     j["forward_only"] = true;
     j["images_per_sec"] = total;
     // "best": the fastest step, a floor for what the machine gives when nothing else runs on it.
@@ -277,6 +308,7 @@ int BenchCommand::operator()() const {
     j["intra_source"] = threads.intra_source;
     j["interop_source"] = threads.inter_source;
     j["lanes"] = threads.lane_cpus;
+    j["cpus_allowed"] = cpus_allowed;
     j["fusion"] = !no_fusion;
     j["winograd"] = !no_winograd;
     j["gflop_per_image"] = flops_per_image / 1e9;

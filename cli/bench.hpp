@@ -4,6 +4,10 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <string_view>
+
+#include "tfpin/engine/graph.hpp"
+#include "tfpin/engine/models.hpp"
 
 namespace tfpin::cli {
 
@@ -25,6 +29,12 @@ struct BenchCommand {
   bool verbose = false;
   int operator()() const;
 };
+
+// Checks `tfpin bench` and `tfpin tune` share, so both refuse a value with the same words. Each
+// throws tfpin::Error(invalid_request) naming the option, the value and what is valid.
+engine::Model model_option(const std::string& text);
+engine::Layout data_format_option(const std::string& text);
+void require_forward_only(bool forward_only, std::string_view command);
 
 // Registers the `bench` subcommand; dispatch with `if (*app) return bench();`.
 CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench);

@@ -1,4 +1,5 @@
-// `tfpin`: show the plan for this machine (or another one), run a program under a plan.
+// `tfpin`: show the plan for this machine (or another one), run a program under a plan; with the
+// engine, benchmark a model and tune the thread layout for it.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +9,7 @@
 #include "commands.hpp"
 #ifdef TFPIN_HAVE_ENGINE
 #include "bench.hpp"
+#include "tune.hpp"
 #endif
 #include "tfpin/error.hpp"
 
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
 #ifdef TFPIN_HAVE_ENGINE
   BenchCommand bench;
   CLI::App* bench_app = add_bench_command(app, bench);
+  TuneCommand tune;
+  CLI::App* tune_app = add_tune_command(app, tune);
 #endif
 
   // CLI11 mishandles a "--" in prefix mode, so tfpin's own arguments end at the first "--"; what
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
   try {
 #ifdef TFPIN_HAVE_ENGINE
     if (*bench_app) return bench();
+    if (*tune_app) return tune();
 #endif
     if (*show_app) {
       if (split < argc) {

@@ -44,6 +44,24 @@ bool given(const CLI::Option* option) { return option != nullptr && option->coun
 
 }  // namespace
 
+std::vector<unsigned> narrow_allowed(const std::string& cpuset,
+                                     const std::optional<std::vector<unsigned>>& allowed) {
+  std::vector<unsigned> cpus = parse_cpulist(cpuset, "--cpuset");
+  if (allowed) {
+    // Binding can narrow what this process may use, never widen it.
+    std::vector<unsigned> outside;
+    for (unsigned cpu : cpus) {
+      if (std::find(allowed->begin(), allowed->end(), cpu) == allowed->end()) outside.push_back(cpu);
+    }
+    if (!outside.empty()) {
+      throw Error(ErrorKind::invalid_request,
+                  fmt::format("--cpuset={}: CPUs {} are outside this process's CPUs ({})", cpuset,
+                              format_cpulist(outside), format_cpulist(*allowed)));
+    }
+  }
+  return cpus;
+}
+
 ComputedPlan compute(const PlanOptions& options, Topology topology,
                      std::optional<std::vector<unsigned>> allowed) {
   PlacementRequest request;
@@ -59,22 +77,7 @@ ComputedPlan compute(const PlanOptions& options, Topology topology,
   }
   request.hyperthreads =
       options.hyperthreads ? HyperthreadPolicy::all : HyperthreadPolicy::one_per_core;
-  if (given(options.cpuset_option)) {
-    std::vector<unsigned> cpus = parse_cpulist(options.cpuset, "--cpuset");
-    if (allowed) {
-      // Binding can narrow what this process may use, never widen it.
-      std::vector<unsigned> outside;
-      for (unsigned cpu : cpus) {
-        if (std::find(allowed->begin(), allowed->end(), cpu) == allowed->end()) outside.push_back(cpu);
-      }
-      if (!outside.empty()) {
-        throw Error(ErrorKind::invalid_request,
-                    fmt::format("--cpuset={}: CPUs {} are outside this process's CPUs ({})",
-                                options.cpuset, format_cpulist(outside), format_cpulist(*allowed)));
-      }
-    }
-    allowed = std::move(cpus);
-  }
+  if (given(options.cpuset_option)) allowed = narrow_allowed(options.cpuset, std::move(allowed));
   request.allowed = std::move(allowed);
   EnvironmentPolicy policy;
   if (given(options.blocktime_option)) {

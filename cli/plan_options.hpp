@@ -34,6 +34,11 @@ struct ComputedPlan {
 
 std::optional<std::string> process_getenv(const std::string& name);
 
+// --cpuset=`cpuset` checked against `allowed` (this process's affinity; nullopt for another
+// machine's description, where any CPU goes). Throws Error(invalid_request) when it would widen it.
+std::vector<unsigned> narrow_allowed(const std::string& cpuset,
+                                     const std::optional<std::vector<unsigned>>& allowed);
+
 // `allowed` is the process's affinity on this host, nullopt for another machine's description
 // (every online CPU). --cpuset narrows it; on this host it may not widen it.
 ComputedPlan compute(const PlanOptions& options, Topology topology,

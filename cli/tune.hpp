@@ -1,0 +1,77 @@
+// `tfpin tune`: sweep threads x inter-op x batch size on this allocation, each configuration in its
+// own pinned child process (`tfpin run ... -- tfpin bench ... --json`), then report the table, a
+// plot and the #SBATCH lines of the fastest configuration.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tfpin/placement.hpp"
+
+namespace tfpin::cli {
+
+struct TuneCommand {
+  // Kept as text: tfpin's own parsers give the messages (option, value, what is valid).
+  std::string model = "resnet50";
+  std::string batch_sizes = "1,16,32";
+  std::string threads;  // list; default: every allowed core
+  std::string interop;  // list; default: every divisor of each thread count
+  std::string num_batches = "20";
+  std::string num_warmup_batches = "5";
+  std::string data_format = "NHWC";
+  std::string cpuset;
+  std::string topology;
+  std::string plot;
+  std::string timeout = "0";
+  bool forward_only = false;
+  bool json = false;
+  bool dry_run = false;
+  CLI::Option* cpuset_option = nullptr;
+  int operator()() const;
+};
+
+// Registers the `tune` subcommand; dispatch with `if (*app) return tune();`.
+CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune);
+
+// One point of the sweep: a thread layout and the plan placement computed for it.
+struct TuneConfig {
+  Plan plan;  // threads, interop, intra, lanes
+};
+
+// One child run: a configuration at one batch size.
+struct TuneResult {
+  std::size_t config = 0;  // index into the configurations
+  unsigned batch = 0;
+  bool ok = false;
+  double images_per_sec = 0;
+  nlohmann::json child;  // the child's `tfpin bench --json` object, when it printed one
+  std::string error;     // why it failed: the child's message, its signal, a pinning mismatch
+  double seconds = 0;    // wall time of the child
+};
+
+struct TuneSweep {
+  std::string model;
+  std::string data_format;
+  unsigned num_batches = 0;
+  unsigned num_warmup_batches = 0;
+  std::vector<unsigned> allowed;  // the usable allowed CPUs of this allocation
+  unsigned cores = 0;             // slots in `allowed` (one per core)
+  bool smt = false;               // the allowed cores have more than one hardware thread
+  std::vector<unsigned> batches;
+  std::vector<TuneConfig> configs;
+  std::vector<TuneResult> results;  // batch after batch, configuration after configuration
+};
+
+// Renderings (tune_report.cpp). Lanes as "0-3 | 4-7".
+std::string lanes_text(const Plan& plan);
+// `best` is the index of the fastest result, or -1 when none ran.
+std::ptrdiff_t best_result(const TuneSweep& sweep);
+std::string tune_table(const TuneSweep& sweep);
+std::string tune_bars(const TuneSweep& sweep, unsigned width = 40);
+std::string tune_recommendation(const TuneSweep& sweep);
+nlohmann::json tune_json(const TuneSweep& sweep);
+std::string tune_svg(const TuneSweep& sweep);
+
+}  // namespace tfpin::cli

@@ -1,0 +1,304 @@
+// `tfpin tune`'s renderings of a finished sweep: the table, terminal bars, the recommendation with
+// its #SBATCH lines, JSON and an SVG plot (hand-written: no plotting dependency for one chart).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "tfpin/cpulist.hpp"
+#include "tune.hpp"
+
+namespace tfpin::cli {
+
+namespace {
+
+std::string config_label(const Plan& plan) {
+  return fmt::format("{} thr, {} inter-op", plan.threads, plan.interop);
+}
+
+double best_rate(const TuneSweep& sweep) {
+  const std::ptrdiff_t best = best_result(sweep);
+  return best < 0 ? 0.0 : sweep.results[static_cast<std::size_t>(best)].images_per_sec;
+}
+
+// The step spread tf_cnn_benchmarks prints: +/- standard error, and jitter.
+std::string spread_text(const TuneResult& r) {
+  const nlohmann::json& s = r.child.value("step_images_per_sec", nlohmann::json::object());
+  if (!s.contains("uncertainty")) return "";
+  return fmt::format("+/- {:.1f} (jitter {:.1f})", s["uncertainty"].get<double>(),
+                     s.value("jitter", 0.0));
+}
+
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+// 1, 2 or 5 times a power of ten, so that about `ticks` steps cover `max`.
+double nice_step(double max, int ticks) {
+  const double raw = max / ticks;
+  const double power = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0}) {
+    if (m * power >= raw) return m * power;
+  }
+  return 10 * power;
+}
+
+}  // namespace
+
+std::string lanes_text(const Plan& plan) {
+  std::vector<std::string> lanes;
+  for (const Lane& lane : plan.lanes) lanes.push_back(format_cpulist(lane.cpus));
+  return fmt::format("{}", fmt::join(lanes, " | "));
+}
+
+std::ptrdiff_t best_result(const TuneSweep& sweep) {
+  std::ptrdiff_t best = -1;
+  for (std::size_t i = 0; i < sweep.results.size(); ++i) {
+    const TuneResult& r = sweep.results[i];
+    if (r.ok && (best < 0 || r.images_per_sec > sweep.results[static_cast<std::size_t>(best)].images_per_sec)) {
+      best = static_cast<std::ptrdiff_t>(i);
+    }
+  }
+  return best;
+}
+
+std::string tune_table(const TuneSweep& sweep) {
+  const double best = best_rate(sweep);
+  std::string out = fmt::format("{:>7}  {:>7}  {:>5}  {:>6}  {:>10}  {:>7}  {:<26}  {}\n", "threads",
+                                "interop", "intra", "batch", "images/sec", "vs best",
+                                "step spread", "lanes");
+  for (const TuneResult& r : sweep.results) {
+    const Plan& plan = sweep.configs[r.config].plan;
+    out += fmt::format("{:>7}  {:>7}  {:>5}  {:>6}  ", plan.threads, plan.interop, plan.intra,
+                       r.batch);
+    if (r.ok) {
+      out += fmt::format("{:>10.1f}  {:>6.1f}%  {:<26}  {}\n", r.images_per_sec,
+                         100.0 * r.images_per_sec / best, spread_text(r), lanes_text(plan));
+    } else {
+      out += fmt::format("{:>10}  {:>7}  {}\n", "FAILED", "", r.error);
+    }
+  }
+  return out;
+}
+
+std::string tune_bars(const TuneSweep& sweep, unsigned width) {
+  const double best = best_rate(sweep);
+  if (best <= 0) return "";
+  std::string out = fmt::format("images/sec (# = {:.3g})\n", best / width);
+  unsigned batch = 0;
+  for (const TuneResult& r : sweep.results) {
+    if (r.batch != batch || &r == &sweep.results.front()) {
+      batch = r.batch;
+      out += fmt::format("batch {}\n", batch);
+    }
+    const std::string label = config_label(sweep.configs[r.config].plan);
+    if (!r.ok) {
+      out += fmt::format("  {:<22}|{:<{}}  failed\n", label, "", width);
+      continue;
+    }
+    const auto n = static_cast<unsigned>(std::lround(width * r.images_per_sec / best));
+    out += fmt::format("  {:<22}|{:<{}}  {:.1f}{}\n", label, std::string(n, '#'), width,
+                       r.images_per_sec, r.images_per_sec == best ? "  <- best" : "");
+  }
+  return out;
+}
+
+std::string tune_recommendation(const TuneSweep& sweep) {
+  const std::ptrdiff_t index = best_result(sweep);
+  if (index < 0) return "No configuration could be measured: see the FAILED rows above.\n";
+  const TuneResult& best = sweep.results[static_cast<std::size_t>(index)];
+  const Plan& plan = sweep.configs[best.config].plan;
+  std::string out = fmt::format(
+      "Best: {} thread{} = {} inter-op lane{} x {} intra-op thread{}, batch {}: {:.1f} "
+      "images/sec\n",
+      plan.threads, plan.threads == 1 ? "" : "s", plan.interop, plan.interop == 1 ? "" : "s", plan.intra,
+      plan.intra == 1 ? "" : "s", best.batch, best.images_per_sec);
+  for (unsigned batch : sweep.batches) {
+    const TuneResult* top = nullptr;
+    for (const TuneResult& r : sweep.results) {
+      if (r.ok && r.batch == batch && (top == nullptr || r.images_per_sec > top->images_per_sec)) top = &r;
+    }
+    if (top != nullptr && batch != best.batch) {
+      const Plan& p = sweep.configs[top->config].plan;
+      out += fmt::format("  best at batch {}: {} ({:.1f} images/sec)\n", batch, config_label(p),
+                         top->images_per_sec);
+    }
+  }
+  const std::size_t failed = static_cast<std::size_t>(
+      std::count_if(sweep.results.begin(), sweep.results.end(), [](const TuneResult& r) { return !r.ok; }));
+  if (failed > 0) out += fmt::format("({} of {} runs failed)\n", failed, sweep.results.size());
+  out += "\nFor the job script:\n";
+  out += fmt::format("#SBATCH --cpus-per-task={}\n", plan.threads);
+  // cpus-per-task counts hardware threads; one thread per core is what was measured.
+  if (sweep.smt) out += "#SBATCH --hint=nomultithread\n";
+  out += fmt::format("#SBATCH --tf-threads={}\n#SBATCH --tf-interop={}\n", plan.threads, plan.interop);
+  out += fmt::format("# batch size {} (e.g. tfpin bench --model {} --batch_size {})\n", best.batch,
+                     sweep.model, best.batch);
+  return out;
+}
+
+nlohmann::json tune_json(const TuneSweep& sweep) {
+  nlohmann::json j;
+  j["model"] = sweep.model;
+  j["data_format"] = sweep.data_format;
+  j["forward_only"] = true;
+  j["num_batches"] = sweep.num_batches;
+  j["num_warmup_batches"] = sweep.num_warmup_batches;
+  j["allowed"] = format_cpulist(sweep.allowed);
+  j["cores"] = sweep.cores;
+  j["batch_sizes"] = sweep.batches;
+  j["configurations"] = nlohmann::json::array();
+  for (const TuneConfig& c : sweep.configs) {
+    nlohmann::json lanes = nlohmann::json::array();
+    for (const Lane& lane : c.plan.lanes) lanes.push_back(lane.cpus);
+    j["configurations"].push_back({{"threads", c.plan.threads},
+                                   {"interop", c.plan.interop},
+                                   {"intra", c.plan.intra},
+                                   {"lanes", lanes}});
+  }
+  const double top = best_rate(sweep);
+  j["results"] = nlohmann::json::array();
+  for (const TuneResult& r : sweep.results) {
+    const Plan& plan = sweep.configs[r.config].plan;
+    nlohmann::json row = {{"threads", plan.threads}, {"interop", plan.interop},
+                          {"intra", plan.intra},     {"batch_size", r.batch},
+                          {"status", r.ok ? "ok" : "failed"}, {"seconds", r.seconds}};
+    if (r.ok) {
+      row["images_per_sec"] = r.images_per_sec;
+      row["relative"] = r.images_per_sec / top;
+      row["step_images_per_sec"] = r.child.value("step_images_per_sec", nlohmann::json::object());
+    } else {
+      row["error"] = r.error;
+    }
+    // What the child itself reported: its lanes and the kernel's CPU mask (proof of the pinning).
+    if (r.child.is_object()) {
+      row["child"] = nlohmann::json::object();
+      for (const char* key : {"lanes", "cpus_allowed", "intra", "interop", "intra_source",
+                              "interop_source"}) {
+        if (r.child.contains(key)) row["child"][key] = r.child[key];
+      }
+    }
+    j["results"].push_back(row);
+  }
+  const std::ptrdiff_t index = best_result(sweep);
+  if (index >= 0) {
+    const TuneResult& best = sweep.results[static_cast<std::size_t>(index)];
+    const Plan& plan = sweep.configs[best.config].plan;
+    j["best"] = {{"threads", plan.threads},       {"interop", plan.interop},
+                 {"intra", plan.intra},           {"batch_size", best.batch},
+                 {"images_per_sec", best.images_per_sec}};
+    nlohmann::json lines = {fmt::format("#SBATCH --cpus-per-task={}", plan.threads)};
+    if (sweep.smt) lines.push_back("#SBATCH --hint=nomultithread");
+    lines.push_back(fmt::format("#SBATCH --tf-threads={}", plan.threads));
+    lines.push_back(fmt::format("#SBATCH --tf-interop={}", plan.interop));
+    j["sbatch"] = lines;
+  } else {
+    j["best"] = nullptr;
+    j["sbatch"] = nlohmann::json::array();
+  }
+  return j;
+}
+
+std::string tune_svg(const TuneSweep& sweep) {
+  static constexpr const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                           "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  const double left = 70, right = 150, top = 40, bottom = 60, plot_h = 300;
+  const double step_x = 90;
+  const double plot_w = std::max(240.0, step_x * static_cast<double>(sweep.configs.size()));
+  const double width = left + plot_w + right, height = top + plot_h + bottom;
+  double max_rate = 0;
+  for (const TuneResult& r : sweep.results) {
+    if (r.ok) max_rate = std::max(max_rate, r.images_per_sec);
+  }
+  const double tick = max_rate > 0 ? nice_step(max_rate, 5) : 1;
+  const double y_max = tick * std::ceil(std::max(max_rate, tick) / tick);
+  auto x_of = [&](std::size_t config) {
+    const auto n = static_cast<double>(std::max<std::size_t>(1, sweep.configs.size()));
+    return left + plot_w * (static_cast<double>(config) + 0.5) / n;
+  };
+  auto y_of = [&](double rate) { return top + plot_h * (1 - rate / y_max); };
+
+  std::string out = fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0:.0f}\" height=\"{1:.0f}\" "
+      "viewBox=\"0 0 {0:.0f} {1:.0f}\" font-family=\"sans-serif\" font-size=\"12\">\n"
+      "<title>tfpin tune: {2} images/sec</title>\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
+      "<text x=\"{3:.0f}\" y=\"24\" font-size=\"15\">tfpin tune: {2}, {4}, CPUs {5} — images/sec "
+      "per configuration</text>\n",
+      width, height, xml_escape(sweep.model), left, xml_escape(sweep.data_format),
+      format_cpulist(sweep.allowed));
+  out += "<g class=\"axes\" stroke=\"#999\">\n";
+  for (double v = 0; v <= y_max + tick / 2; v += tick) {
+    out += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{1:.1f}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke-opacity=\"0.3\"/>"
+        "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\" stroke=\"none\">{5:g}</text>\n",
+        left, left + plot_w, y_of(v), left - 6, y_of(v) + 4, v);
+  }
+  out += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\"/>\n", left, top,
+                     top + plot_h);
+  for (std::size_t i = 0; i < sweep.configs.size(); ++i) {
+    const Plan& p = sweep.configs[i].plan;
+    out += fmt::format(
+        "<text x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"middle\" stroke=\"none\">{2} thr</text>"
+        "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\" stroke=\"none\">{4} inter-op</text>\n",
+        x_of(i), top + plot_h + 18, p.threads, top + plot_h + 33, p.interop);
+  }
+  out += fmt::format(
+      "<text x=\"18\" y=\"{0:.1f}\" transform=\"rotate(-90 18 {0:.1f})\" text-anchor=\"middle\" "
+      "stroke=\"none\">images/sec</text>\n</g>\n",
+      top + plot_h / 2);
+
+  const std::ptrdiff_t best = best_result(sweep);
+  for (std::size_t b = 0; b < sweep.batches.size(); ++b) {
+    const unsigned batch = sweep.batches[b];
+    const char* color = colors[b % std::size(colors)];
+    out += fmt::format("<g class=\"series\" data-batch-size=\"{}\" stroke=\"{}\" fill=\"{}\">\n",
+                       batch, color, color);
+    // A failed run breaks the line: no point is invented for it.
+    std::string points;
+    auto flush = [&] {
+      if (!points.empty()) {
+        out += fmt::format("<polyline fill=\"none\" stroke-width=\"2\" points=\"{}\"/>\n", points);
+      }
+      points.clear();
+    };
+    for (std::size_t i = 0; i < sweep.results.size(); ++i) {
+      const TuneResult& r = sweep.results[i];
+      if (r.batch != batch) continue;
+      if (!r.ok) {
+        flush();
+        continue;
+      }
+      const double x = x_of(r.config), y = y_of(r.images_per_sec);
+      points += fmt::format("{}{:.1f},{:.1f}", points.empty() ? "" : " ", x, y);
+      out += fmt::format(
+          "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\"><title>batch {}, {}: {:.1f} "
+          "images/sec</title></circle>\n",
+          x, y, static_cast<std::ptrdiff_t>(i) == best ? 6 : 4, batch,
+          config_label(sweep.configs[r.config].plan), r.images_per_sec);
+    }
+    flush();
+    out += "</g>\n";
+    const double ly = top + 10 + 20 * static_cast<double>(b);
+    out += fmt::format(
+        "<g class=\"legend\"><line x1=\"{0:.1f}\" x2=\"{1:.1f}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" "
+        "stroke=\"{3}\" stroke-width=\"2\"/><text x=\"{4:.1f}\" y=\"{5:.1f}\">batch {6}</text></g>\n",
+        left + plot_w + 15, left + plot_w + 40, ly, color, left + plot_w + 46, ly + 4, batch);
+  }
+  out += "</svg>\n";
+  return out;
+}
+
+}  // namespace tfpin::cli

@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""`tfpin tune`: a tiny real sweep (table, JSON, recommendation, #SBATCH lines, SVG), each child's
+pinning checked against `tfpin show --json`, failed children reported, and refusals."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+TFPIN = os.environ.get("TFPIN_EXE", "tfpin")
+CORES = len(os.sched_getaffinity(0))
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def clean_env(extra=None):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("TFPIN_", "OMP_", "KMP_", "GOMP_", "TF_NUM", "MKL_", "OPENBLAS_"))
+           and k != "LD_PRELOAD"}
+    env.update(extra or {})
+    return env
+
+
+def tfpin(*args, env=None, timeout=300):
+    return subprocess.run([TFPIN, *args], capture_output=True, text=True, env=clean_env(env),
+                          timeout=timeout)
+
+
+TINY = ["--model", "alexnet", "--num_batches", "2", "--num_warmup_batches", "1", "--forward_only"]
+# Thread counts swept: every allowed core (all its divisors as inter-op), and 1 thread when there
+# are more cores, so that one configuration runs on a strict subset of the CPUs.
+THREADS = "1,2" if CORES >= 2 else "1"
+
+
+def expected_configs():
+    out = []
+    for t in [int(x) for x in THREADS.split(",")]:
+        out += [(t, m) for m in range(1, t + 1) if t % m == 0]
+    return out
+
+
+class RealSweep(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.svg = os.path.join(cls.tmp.name, "tune.svg")
+        # Thread variables in the caller's environment must not turn every run into the same one.
+        cls.proc = tfpin("tune", *TINY, "--batch_sizes", "1,2", "--threads", THREADS, "--json",
+                         "--plot", cls.svg,
+                         env={"OMP_NUM_THREADS": "1", "TF_NUM_INTEROP_THREADS": "2"})
+        cls.result = json.loads(cls.proc.stdout) if cls.proc.returncode == 0 else None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def setUp(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+
+    def test_every_configuration_and_batch_was_measured(self):
+        rows = self.result["results"]
+        got = sorted((r["threads"], r["interop"], r["batch_size"]) for r in rows)
+        want = sorted((t, m, b) for t, m in expected_configs() for b in (1, 2))
+        self.assertEqual(got, want)
+        for r in rows:
+            self.assertEqual(r["status"], "ok", r)
+            self.assertGreater(r["images_per_sec"], 0)
+            self.assertEqual(r["threads"], r["interop"] * r["intra"])
+            self.assertIn("jitter", r["step_images_per_sec"])
+        self.assertEqual(self.proc.stderr, "")  # no progress output when stderr is not a terminal
+
+    def test_recommendation_is_the_fastest_measured(self):
+        rows = self.result["results"]
+        fastest = max(rows, key=lambda r: r["images_per_sec"])
+        best = self.result["best"]
+        self.assertEqual((best["threads"], best["interop"], best["batch_size"]),
+                         (fastest["threads"], fastest["interop"], fastest["batch_size"]))
+        self.assertEqual(best["images_per_sec"], fastest["images_per_sec"])
+        self.assertAlmostEqual(fastest["relative"], 1.0)
+        self.assertTrue(all(r["relative"] <= 1.0 for r in rows))
+
+    def test_sbatch_lines_are_consistent(self):
+        lines = self.result["sbatch"]
+        values = {}
+        for line in lines:
+            m = re.fullmatch(r"#SBATCH --([a-z-]+)=(\d+)", line)
+            self.assertIsNotNone(m, line)
+            values[m.group(1)] = int(m.group(2))
+        best = self.result["best"]
+        self.assertEqual(values["tf-threads"], values["cpus-per-task"])
+        self.assertEqual(values["tf-threads"] % values["tf-interop"], 0)
+        self.assertEqual((values["tf-threads"], values["tf-interop"]), (best["threads"], best["interop"]))
+
+    def test_each_child_ran_on_the_plan_tfpin_show_computes(self):
+        for r in self.result["results"]:
+            show = tfpin("show", "--json", "--threads", str(r["threads"]), "--interop", str(r["interop"]))
+            self.assertEqual(show.returncode, 0, show.stderr)
+            plan = json.loads(show.stdout)
+            lanes = [lane["cpus"] for lane in plan["lanes"]]
+            self.assertEqual(r["child"]["lanes"], lanes, r)
+            # The child took its layout from what `tfpin run` exported, as a job's program would.
+            self.assertEqual((r["child"]["interop"], r["child"]["intra"]), (r["interop"], r["intra"]))
+            self.assertEqual(r["child"]["interop_source"], "TF_NUM_INTEROP_THREADS")
+            kernel = set()
+            for item in r["child"]["cpus_allowed"].split(","):
+                lo, _, hi = item.partition("-")
+                kernel.update(range(int(lo), int(hi or lo) + 1))
+            self.assertEqual(kernel, {c for lane in lanes for c in lane}, r)
+
+    def test_svg_has_one_series_per_batch_size(self):
+        root = ET.parse(self.svg).getroot()
+        self.assertEqual(root.tag, SVG + "svg")
+        series = [g for g in root.iter(SVG + "g") if g.get("class") == "series"]
+        self.assertEqual([g.get("data-batch-size") for g in series], ["1", "2"])
+        for g in series:
+            self.assertEqual(len(g.findall(SVG + "circle")), len(expected_configs()))
+            self.assertEqual(len(g.findall(SVG + "polyline")), 1)
+
+
+class TextReport(unittest.TestCase):
+    def test_failed_child_is_a_row_and_the_rest_runs(self):
+        # Batch 100000 of AlexNet needs ~60 GB of activations: the child refuses it (exit 2).
+        r = tfpin("tune", *TINY, "--threads", "1", "--batch_sizes", "100000,1")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        lines = [l for l in r.stdout.splitlines() if re.match(r"^\s+1\s+1\s+1\s+\d+\s", l)]
+        rows = [l.split() for l in lines]
+        self.assertEqual([row[3] for row in rows], ["100000", "1"], r.stdout)
+        self.assertEqual(rows[0][4], "FAILED")
+        self.assertIn("exit 2: ", lines[0])  # the child's own reason follows
+        self.assertIn("memory", lines[0])
+        self.assertGreater(float(rows[1][4]), 0)
+        self.assertIn("(1 of 2 runs failed)", r.stdout)
+        self.assertRegex(r.stdout, r"\|#+ +[\d.]+  <- best")
+        self.assertIn("#SBATCH --cpus-per-task=1\n#SBATCH --tf-threads=1\n#SBATCH --tf-interop=1\n",
+                      r.stdout)
+        self.assertIn("# batch size 1 ", r.stdout)
+
+    def test_a_run_over_its_timeout_is_killed_and_nothing_measured_exits_1(self):
+        r = tfpin("tune", "--model", "resnet50", "--forward_only", "--threads", "1",
+                  "--batch_sizes", "1", "--num_batches", "100000", "--timeout", "1", timeout=60)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("timed out after 1 s", r.stdout)
+        self.assertIn("no configuration could be measured", r.stderr)
+
+
+class DryRun(unittest.TestCase):
+    def test_other_machine(self):
+        desc = "package:2 numa:1 core:4 pu:2"
+        r = tfpin("tune", "--forward_only", "--dry-run", "--json", "--topology", desc)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["cores"], 8)
+        got = [(c["threads"], c["interop"]) for c in j["configurations"]]
+        self.assertEqual(got, [(8, 1), (8, 2), (8, 4), (8, 8)])
+        show = json.loads(tfpin("show", "--json", "--topology", desc, "--threads", "8",
+                                "--interop", "4").stdout)
+        self.assertEqual(j["configurations"][2]["lanes"], [l["cpus"] for l in show["lanes"]])
+        self.assertEqual(j["results"], [])
+        r = tfpin("tune", "--forward_only", "--dry-run", "--topology", desc, "--threads", "4,2",
+                  "--interop", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"\n\s+4\s+2\s+2\s+\S")
+        self.assertRegex(r.stdout, r"\n\s+2\s+2\s+1\s+\S")
+        self.assertIn("tfpin run --enforce --threads 4 --interop 2 -- tfpin bench", r.stdout)
+
+
+class BadArguments(unittest.TestCase):
+    def refused(self, *args, words):
+        r = tfpin("tune", *args)
+        self.assertEqual(r.returncode, 2, f"{args}: {r.stdout} {r.stderr}")
+        for w in words:
+            self.assertIn(w, r.stderr, args)
+        self.assertEqual(r.stdout, "", args)  # refused before any child ran
+
+    def test_refusals_name_the_option_and_value(self):
+        fo = "--forward_only"
+        self.refused(fo, "--batch_sizes", "1,x", words=["--batch_sizes=x", "1,x", "whole number"])
+        self.refused(fo, "--batch_sizes", "0", words=["--batch_sizes=0", "from 1"])
+        self.refused(fo, "--batch_sizes", "1,,2", words=["--batch_sizes", "1,,2"])
+        self.refused(fo, "--model", "lenet", words=["--model=lenet", "alexnet", "resnet50"])
+        self.refused(fo, "--data_format", "CHWN", words=["--data_format=CHWN", "NHWC, NCHW"])
+        self.refused(fo, "--threads", str(CORES + 1),
+                     words=[f"--threads={CORES + 1}", f"valid: 1..{CORES}"])
+        self.refused(fo, "--threads", "1", "--interop", "2",
+                     words=["--interop=2", "divides none", "valid: 1"])
+        self.refused(fo, "--num_batches", "0", words=["--num_batches=0"])
+        self.refused(fo, "--timeout", "-1", words=["--timeout=-1"])
+        self.refused(fo, "--topology", "package:1 core:4", words=["--topology=package:1 core:4", "--dry-run"])
+        self.refused(fo, "--cpuset", "4096", words=["--cpuset=4096", "outside"])
+        self.refused(fo, "--plot", "/nonexistent/dir/p.svg", words=["--plot=/nonexistent/dir/p.svg"])
+
+    def test_training_is_refused_clearly(self):
+        self.refused("--model", "alexnet", words=["training", "tfpin tune", "--forward_only",
+                                                  "not implemented"])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
