@@ -109,15 +109,6 @@ engine::Layout data_format_option(const std::string& text) {
   return *layout;
 }
 
-void require_forward_only(bool forward_only, std::string_view command) {
-  if (!forward_only) {
-    usage_error(fmt::format(
-        "training ({} without --forward_only) is not implemented yet: the engine has no backward "
-        "pass this release; pass --forward_only to measure inference",
-        command));
-  }
-}
-
 CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   CLI::App* sub = app.add_subcommand(
       "bench", "images/sec of a standard CNN on the engine (tf_cnn_benchmarks' flags and output)");
@@ -140,7 +131,8 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
                   "inter-op lanes running independent operators concurrently (default: "
                   "TF_NUM_INTEROP_THREADS, the tfpin plan, else 1; 0 = default)")
       ->type_name("M");
-  sub->add_flag("--forward_only", bench.forward_only, "inference only (required this release)");
+  sub->add_flag("--forward_only", bench.forward_only,
+                "inference only (default: training steps: forward, backward, SGD update)");
   sub->add_option("--trace_file", bench.trace_file,
                   "write a Chrome trace (JSON) of the timed steps: one event per operator")
       ->type_name("FILE");
@@ -170,7 +162,6 @@ int BenchCommand::operator()() const {
   if (!num_inter_threads.empty()) {
     request.inter = parse_non_negative("--num_inter_threads", num_inter_threads, max_count);
   }
-  require_forward_only(forward_only, "tfpin bench");
   const engine::ThreadSettings threads =
       engine::resolve_threads(request, engine::process_environment());
 
@@ -184,7 +175,8 @@ int BenchCommand::operator()() const {
                v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other runtime");
     fmt::print("Model:       {}\n", model);
     fmt::print("Dataset:     imagenet (synthetic)\n");
-    fmt::print("Mode:        forward-only (inference)\n");
+    fmt::print("Mode:        {}\n", forward_only ? "forward-only (inference)"
+                                                 : "training (SGD with momentum, cross-entropy)");
     fmt::print("Batch size:  {} global\n             {} per device\n", batch, batch);
     fmt::print("Num batches: {}\n", steps);
     fmt::print("Devices:     ['/cpu:0']\n");
@@ -212,6 +204,7 @@ int BenchCommand::operator()() const {
   options.winograd = !no_winograd;
   options.blocked_layouts = !any_layouts;
   options.trace = !trace_file.empty();
+  if (!forward_only) options.training = engine::TrainingOptions{};
   std::unique_ptr<engine::Runtime> runtime;
   engine::Status status = engine::Runtime::create(graph, options, &runtime);
   if (!status.ok()) {
@@ -230,7 +223,11 @@ int BenchCommand::operator()() const {
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (float& x : images) x = dist(rng);
   std::vector<float> probabilities(out_info.elements());
-  const engine::ExternalInput in[] = {{in_info.name, images.data()}};
+  // Synthetic labels, as tf_cnn_benchmarks' synthetic data: fixed, spread over the classes.
+  std::vector<float> labels(batch);
+  for (unsigned i = 0; i < batch; ++i) labels[i] = static_cast<float>((i * 7919u) % 1000u);
+  std::vector<engine::ExternalInput> in = {{in_info.name, images.data()}};
+  if (!forward_only) in.push_back({"labels", labels.data()});
   const engine::ExternalOutput out[] = {{out_info.name, probabilities.data()}};
   status = runtime->setup(in, out);
   if (!status.ok()) {
@@ -256,7 +253,7 @@ int BenchCommand::operator()() const {
   }
   runtime->take_trace();  // keep only the timed steps
   if (progress) fmt::print(stderr, "\r\033[K");
-  if (!json) fmt::print("Done warm up\nStep\tImg/sec\n");
+  if (!json) fmt::print("Done warm up\nStep\tImg/sec{}\n", forward_only ? "" : "\ttotal_loss");
   std::fflush(stdout);
   std::vector<double> times;
   const auto start = Clock::now();
@@ -269,7 +266,12 @@ int BenchCommand::operator()() const {
     }
     if (!json && (i == 0 || (i + 1) % 10 == 0)) {
       if (progress) fmt::print(stderr, "\r\033[K");
-      fmt::print("{}\t{}\n", i + 1, perf_string(perf_stats(batch, times)));
+      if (forward_only) {
+        fmt::print("{}\t{}\n", i + 1, perf_string(perf_stats(batch, times)));
+      } else {
+        fmt::print("{}\t{}\t{:.3f}\n", i + 1, perf_string(perf_stats(batch, times)),
+                   runtime->loss());
+      }
       std::fflush(stdout);
     }
   }
@@ -279,6 +281,8 @@ int BenchCommand::operator()() const {
   const Stats stats = perf_stats(batch, times);
   bool finite = std::all_of(probabilities.begin(), probabilities.end(),
                             [](float p) { return std::isfinite(p); });
+  const float loss = runtime->loss();
+  if (!forward_only) finite = finite && std::isfinite(loss);
 
   if (!trace_file.empty()) {
     std::ofstream f(trace_file);
@@ -288,7 +292,8 @@ int BenchCommand::operator()() const {
       return exit_failure;
     }
   }
-  const double flops_per_image = report.flops / batch;
+  // Training counts 3x the forward FLOPs (forward, backward data, backward weights), as is usual.
+  const double flops_per_image = report.flops / batch * (forward_only ? 1.0 : 3.0);
   if (json) {
     nlohmann::json j;
     j["model"] = model;
@@ -296,7 +301,9 @@ int BenchCommand::operator()() const {
     j["num_batches"] = steps;
     j["num_warmup_batches"] = warmup;
     j["data_format"] = engine::to_string(layout);
-    j["forward_only"] = true;
+    j["forward_only"] = forward_only;
+    j["mode"] = forward_only ? "inference" : "training";
+    if (!forward_only) j["loss"] = loss;
     j["images_per_sec"] = total;
     // "best": the fastest step, a floor for what the machine gives when nothing else runs on it.
     j["step_images_per_sec"] = {{"mean", stats.mean},
@@ -322,7 +329,8 @@ int BenchCommand::operator()() const {
                     {"folded_batch_norms", report.folded_batch_norms},
                     {"fused_relus", report.fused_relus},
                     {"fused_adds", report.fused_adds},
-                    {"in_place_adds", report.in_place_adds}};
+                    {"in_place_adds", report.in_place_adds},
+                    {"trained_tensors", report.parameters}};
     j["outputs_finite"] = finite;
     fmt::print("{}\n", j.dump());
   } else {
@@ -330,14 +338,15 @@ int BenchCommand::operator()() const {
     fmt::print("total images/sec: {:.2f}\n", total);
     fmt::print("----------------------------------------------------------------\n");
     fmt::print(
-        "GFLOP/image: {:.2f}, GFLOP/s: {:.1f}; memory: activations {} (peak after reuse, "
+        "GFLOP/image: {:.2f}{}, GFLOP/s: {:.1f}; memory: activations {} (peak after reuse, "
         "{} without), weights {}; {} steps, {} reorders\n",
-        flops_per_image / 1e9, flops_per_image * total / 1e9, bytes_string(report.arena_bytes),
-        bytes_string(report.activation_bytes), bytes_string(report.weight_bytes), report.steps,
-        report.reorders);
+        flops_per_image / 1e9, forward_only ? "" : " (3x forward)", flops_per_image * total / 1e9,
+        bytes_string(report.arena_bytes), bytes_string(report.activation_bytes),
+        bytes_string(report.weight_bytes), report.steps, report.reorders);
   }
   if (!finite) {
-    fmt::print(stderr, "tfpin bench: the outputs are not finite\n");
+    fmt::print(stderr, "tfpin bench: the outputs {}are not finite\n",
+               forward_only ? "" : "or the loss ");
     return exit_failure;
   }
   return 0;

@@ -34,7 +34,6 @@ struct BenchCommand {
 // throws tfpin::Error(invalid_request) naming the option, the value and what is valid.
 engine::Model model_option(const std::string& text);
 engine::Layout data_format_option(const std::string& text);
-void require_forward_only(bool forward_only, std::string_view command);
 
 // Registers the `bench` subcommand; dispatch with `if (*app) return bench();`.
 CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench);

@@ -88,7 +88,8 @@ std::vector<std::string> child_command(const std::string& exe, const TuneCommand
   argv.insert(argv.end(),
               {"--", exe, "bench", "--model", tune.model, "--batch_size", std::to_string(batch),
                "--num_batches", tune.num_batches, "--num_warmup_batches", tune.num_warmup_batches,
-               "--data_format", tune.data_format, "--forward_only", "--json"});
+               "--data_format", tune.data_format, "--json"});
+  if (tune.forward_only) argv.push_back("--forward_only");
   return argv;
 }
 
@@ -245,7 +246,7 @@ CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune) {
       ->type_name("N");
   sub->add_option("--data_format", tune.data_format, "NHWC|NCHW (default NHWC)")
       ->type_name("NHWC|NCHW");
-  sub->add_flag("--forward_only", tune.forward_only, "inference only (required this release)");
+  sub->add_flag("--forward_only", tune.forward_only, "inference only (default: training steps, forward + backward + SGD update)");
   tune.cpuset_option = sub->add_option("--cpuset", tune.cpuset,
                                        "tune on these CPUs only, a cpulist (default: this "
                                        "process's affinity)")
@@ -270,9 +271,9 @@ int TuneCommand::operator()() const {
   TuneSweep sweep;
   sweep.model = model;
   sweep.data_format = data_format;
+  sweep.forward_only = forward_only;
   model_option(model);
   data_format_option(data_format);
-  require_forward_only(forward_only, "tfpin tune");
   sweep.batches = parse_list("--batch_sizes", batch_sizes, 1u << 30);
   sweep.num_batches = parse_count("--num_batches", num_batches, 1000000);
   sweep.num_warmup_batches = parse_non_negative("--num_warmup_batches", num_warmup_batches, 1000000);
@@ -404,9 +405,9 @@ int TuneCommand::operator()() const {
   if (json) {
     std::cout << tune_json(sweep).dump(2) << '\n';
   } else {
-    fmt::print("tfpin tune: {}, forward-only, {}, {} timed steps after {} warm-up, {} cores "
+    fmt::print("tfpin tune: {}, {}, {}, {} timed steps after {} warm-up, {} cores "
                "(CPUs {})\n\n",
-               model, data_format, sweep.num_batches, sweep.num_warmup_batches, sweep.cores,
+               model, forward_only ? "forward-only" : "training", data_format, sweep.num_batches, sweep.num_warmup_batches, sweep.cores,
                format_cpulist(sweep.allowed));
     std::cout << tune_table(sweep) << '\n' << tune_bars(sweep) << '\n'
               << tune_recommendation(sweep);

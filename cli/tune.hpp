@@ -54,6 +54,7 @@ struct TuneResult {
 struct TuneSweep {
   std::string model;
   std::string data_format;
+  bool forward_only = false;  // inference runs; otherwise training steps
   unsigned num_batches = 0;
   unsigned num_warmup_batches = 0;
   std::vector<unsigned> allowed;  // the usable allowed CPUs of this allocation

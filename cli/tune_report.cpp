@@ -152,7 +152,8 @@ nlohmann::json tune_json(const TuneSweep& sweep) {
   nlohmann::json j;
   j["model"] = sweep.model;
   j["data_format"] = sweep.data_format;
-  j["forward_only"] = true;
+  j["forward_only"] = sweep.forward_only;
+  j["mode"] = sweep.forward_only ? "inference" : "training";
   j["num_batches"] = sweep.num_batches;
   j["num_warmup_batches"] = sweep.num_warmup_batches;
   j["allowed"] = format_cpulist(sweep.allowed);

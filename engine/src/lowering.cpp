@@ -73,7 +73,9 @@ Lowering::Lowering(Ir& ir_, dnnl::engine engine_, const CompileOptions& options_
       report(report_),
       value_md(ir_.values.size()),
       value_buffer(ir_.values.size(), -1),
-      defined(ir_.values.size(), false) {}
+      defined(ir_.values.size(), false),
+      forward(ir_.nodes.size()),
+      needs_gradient(ir_.values.size(), false) {}
 
 int Lowering::new_arena_buffer(const md_t& md, std::string name) {
   Buffer b;
@@ -180,6 +182,13 @@ void Lowering::add_reorder(const std::string& name, int src_buffer, const md_t& 
   step.args.push_back(Arg{DNNL_ARG_DST, dst_buffer, dst_md, false, true});
   add_step(std::move(step), pd);
   ++report.reorders;
+}
+
+int Lowering::reordered(int buffer, const md_t& from, const md_t& to, const std::string& name) {
+  if (from == to) return buffer;
+  const int out = new_arena_buffer(to, name);
+  add_reorder(name + ":reorder", buffer, from, out, to);
+  return out;
 }
 
 }  // namespace tfpin::engine::detail

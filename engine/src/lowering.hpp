@@ -3,10 +3,13 @@
 // memory planner places afterwards.
 #pragma once
 
+#include <any>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +28,12 @@ using AlignedBytes = std::unique_ptr<std::byte, AlignedFree>;
 // 64-byte aligned (2 MiB aligned with transparent huge pages advised for big blocks); nullptr when
 // the allocation fails.
 AlignedBytes allocate_aligned(std::uint64_t bytes);
+
+// Thrown while lowering something valid that this engine cannot do (create() reports it as
+// StatusCode::unsupported).
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 enum class BufferKind { arena, weights, input, output };
 
@@ -45,11 +54,20 @@ struct Arg {
   bool write = false;
 };
 
+// What a custom (non-oneDNN) step sees: one data pointer per argument, in order, and the run
+// number.
+struct KernelCall {
+  std::vector<void*> data;
+  std::uint64_t run = 0;
+};
+using Kernel = std::function<void(const KernelCall&)>;
+
 struct Step {
   std::string name;
   std::string op;
   std::string impl;
   dnnl::primitive primitive;
+  Kernel kernel;  // instead of a primitive: loss, SGD update, running statistics, dropout
   std::vector<Arg> args;
   std::uint64_t scratchpad_bytes = 0;
   bool reorder = false;
@@ -60,6 +78,29 @@ std::string md_string(const md_t& md);  // "nChw16c 32x64x56x56"
 md_t plain_md(const Dims& dims, Layout layout);
 md_t any_md(const Dims& dims);
 dnnl::memory::dims to_dnnl(const Dims& dims);
+
+// What a node's forward step left for its backward steps (training).
+struct ForwardRecord {
+  std::any pd;  // the forward primitive_desc: backward primitive descs take it as a hint
+  int src = -1;
+  md_t src_md;
+  int weights = -1;  // the parameter's one buffer (updated in place)
+  md_t weights_md;
+  int bias = -1;
+  int workspace = -1;  // max pooling indices, batch norm's ReLU mask, dropout mask
+  md_t workspace_md;
+  int mean = -1;  // batch norm: the batch statistics
+  int variance = -1;
+};
+
+// A trained tensor: its buffer in the layout its primitive wants, and the momentum beside it.
+struct Parameter {
+  int value = -1;
+  int buffer = -1;
+  md_t md;
+  md_t user_md;  // logical row-major
+  int momentum = -1;
+};
 
 class Lowering {
  public:
@@ -89,17 +130,55 @@ class Lowering {
                       std::string name);
   void define(int v, const md_t& md, int buffer);
 
+  // Training ----------------------------------------------------------------------------------
+  [[nodiscard]] bool training() const { return options.training.has_value(); }
+  dnnl::prop_kind forward_kind() const {
+    return training() ? dnnl::prop_kind::forward_training : dnnl::prop_kind::forward_inference;
+  }
+  std::vector<ForwardRecord> forward;  // by node
+  std::vector<Parameter> parameters;
+  std::map<int, int> running_stats;  // batch norm running mean/variance value -> buffer
+  int labels_buffer = -1;
+  int loss_buffer = -1;
+  // The parameter `v` (a constant) in layout `want`: its one buffer, created on first use. In
+  // training a parameter lives in one layout only (it is updated in place); a second layout is
+  // unsupported.
+  int parameter_as(int v, const md_t& user, const md_t& want);
+  // A batch norm's running mean or variance (state updated each step, not trained).
+  int running_statistic(int v, const md_t& md);
+  // Gradients: contributions to d(loss)/d(value) from each consumer, summed on first read.
+  void add_gradient(int v, int buffer, const md_t& md);
+  [[nodiscard]] bool has_gradient(int v) const;
+  // The gradient of value v in layout `want` (summing the contributions and reordering once).
+  int gradient_as(int v, const md_t& want);
+  // Gradient of node's output before its fused ReLU post-op (when it has one), in `want`.
+  int gradient_before_relu(int node, const md_t& want);
+  // Does the loss depend on value v through something trainable (else no gradient is computed)?
+  std::vector<bool> needs_gradient;
+  // SGD with momentum for the parameter in `buffer` given its gradient.
+  void add_update(int parameter_buffer, int gradient, const md_t& gradient_md,
+                  const std::string& name);
+  void add_kernel_step(Step step);
+  // Gradient contributions to the node's inputs are only made where needed.
+  [[nodiscard]] bool wants_gradient(int v) const {
+    return needs_gradient[static_cast<std::size_t>(v)];
+  }
+
   // Attributes with the node's post-ops and a user-managed scratchpad.
   dnnl::primitive_attr attributes(const Node& node) const;
   void add_step(Step step, const dnnl::primitive_desc_base& pd);
   // Adds a reorder step from (src_buffer, src_md) to (dst_buffer, dst_md).
   void add_reorder(const std::string& name, int src_buffer, const md_t& src_md, int dst_buffer,
                    const md_t& dst_md);
+  // `buffer` (in `from`) in layout `to`: itself when equal, else a new buffer and a reorder step.
+  int reordered(int buffer, const md_t& from, const md_t& to, const std::string& name);
   std::string op_label(const Node& node) const;
 
  private:
   std::map<std::pair<int, std::string>, int> reordered_;  // (value, layout key) -> buffer
   std::map<std::pair<int, std::string>, int> constants_;
+  std::map<int, std::vector<std::pair<int, md_t>>> gradient_parts_;
+  std::map<std::pair<int, std::string>, int> gradients_;  // (value, layout key) -> buffer
 };
 
 // Lowering of each operator (ops/*.cpp).
@@ -113,6 +192,31 @@ void lower_add(Lowering& l, int node);
 void lower_inner_product(Lowering& l, int node);
 void lower_softmax(Lowering& l, int node);
 void lower_flatten(Lowering& l, int node);
-// dropout never reaches lowering (drop_identities)
+void lower_dropout(Lowering& l, int node);  // training only (inference drops it)
+
+// Training (training.cpp): the loss, every node's backward steps in reverse order, the updates.
+void lower_training(Lowering& l, const std::vector<int>& order);
+// Backward of each operator (ops/*.cpp): reads the gradient of the node's output, adds gradient
+// contributions to its inputs and SGD updates of its parameters.
+void backward_convolution(Lowering& l, int node);
+void backward_batch_norm(Lowering& l, int node);
+void backward_relu(Lowering& l, int node);
+// Finishes a backward-data step of a convolution or inner product: the output gradient dy (in
+// dy_md) and the weights reordered where the primitive wants other layouts, the input's gradient.
+void add_data_gradient(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,
+                       int dy, const md_t& dy_md, const md_t& diff_dst, const md_t& weights,
+                       const md_t& diff_src);
+// Finishes a backward-weights step of a convolution or inner product (inputs: x, weights[, bias]):
+// gradient buffers as its outputs, then the SGD updates. diff_bias: empty without bias.
+void add_weight_gradients(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,
+                          const md_t& diff_weights, const md_t& diff_bias);
+// ReLU backward from its output y (in y_md) and output gradient dy; the input gradient, in y_md.
+int add_relu_backward(Lowering& l, const std::string& name, int y, const md_t& y_md, int dy);
+void backward_pooling(Lowering& l, int node);
+void backward_concat(Lowering& l, int node);
+void backward_add(Lowering& l, int node);
+void backward_inner_product(Lowering& l, int node);
+void backward_flatten(Lowering& l, int node);
+void backward_dropout(Lowering& l, int node);
 
 }  // namespace tfpin::engine::detail

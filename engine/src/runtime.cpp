@@ -17,6 +17,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <queue>
@@ -144,6 +145,9 @@ struct Runtime::Impl {
   std::vector<TensorInfo> outputs;
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
+  std::vector<Parameter> parameters;  // training: trained tensors and running statistics
+  std::vector<std::string> parameter_names;
+  int loss_buffer = -1;
   std::vector<std::vector<int>> successors;
   std::vector<int> predecessors;  // counts
   AlignedBytes arena;
@@ -222,8 +226,24 @@ void Runtime::Impl::compile(const Graph& graph) {
     }
   }
 
-  drop_identities(ir);
-  if (options.fusion) {
+  const bool training = options.training.has_value();
+  if (training) {
+    for (std::size_t i = 0; i < ir.nodes.size(); ++i) {
+      const Node& n = ir.nodes[i];
+      if (!n.dead && n.kind == OpKind::lrn) {
+        throw Failure(
+            {StatusCode::unsupported, fmt::format("{}: training has no backward for local response "
+                                                  "normalisation (inference only)",
+                                                  ir.describe_node(static_cast<int>(i)))});
+      }
+    }
+    // Batch norm keeps its own step (batch statistics); residual adds stay adds (their gradient is
+    // routed to both operands). ReLUs still fuse: their backward reads the output.
+    if (options.fusion) report.fused_relus = fuse_relus(ir);
+  } else {
+    drop_identities(ir);
+  }
+  if (options.fusion && !training) {
     report.folded_batch_norms = fold_batch_norms(ir);
     // Residual adds first: a ReLU after the add then becomes the convolution's last post-op.
     report.fused_adds = fuse_residual_adds(ir, nullptr);
@@ -248,7 +268,21 @@ void Runtime::Impl::compile(const Graph& graph) {
     l.define(static_cast<int>(i), md, static_cast<int>(l.buffers.size() - 1));
     inputs.push_back(std::move(info));
   }
-  for (int node_index : lowering_order(ir)) {
+  if (training) {
+    // The labels of a training step: class indices (as floats), one per image.
+    const Value& out = ir.values[static_cast<std::size_t>(ir.outputs.front().first)];
+    TensorInfo info{"labels", {out.dims.front()}, Layout::nc};
+    Buffer b;
+    b.kind = BufferKind::input;
+    b.io = static_cast<int>(inputs.size());
+    b.name = info.name;
+    b.bytes = static_cast<std::uint64_t>(out.dims.front()) * sizeof(float);
+    l.buffers.push_back(std::move(b));
+    l.labels_buffer = static_cast<int>(l.buffers.size() - 1);
+    inputs.push_back(std::move(info));
+  }
+  const std::vector<int> order = lowering_order(ir);
+  for (int node_index : order) {
     const auto i = static_cast<std::size_t>(node_index);
     const Node& n = ir.nodes[i];
     try {
@@ -286,13 +320,29 @@ void Runtime::Impl::compile(const Graph& graph) {
           lower_flatten(l, node);
           break;
         case OpKind::dropout:
-          break;  // removed by drop_identities
+          lower_dropout(l, node);  // training only: inference removed it (drop_identities)
+          break;
       }
     } catch (const dnnl::error& e) {
       throw Failure({StatusCode::unsupported,
                      fmt::format("{}: oneDNN cannot build it on this machine: {} (status {})",
                                  ir.describe_node(static_cast<int>(i)), e.what(),
                                  static_cast<int>(e.status))});
+    } catch (const Unsupported& e) {
+      throw Failure({StatusCode::unsupported,
+                     fmt::format("{}: {}", ir.describe_node(static_cast<int>(i)), e.what())});
+    }
+  }
+  if (training) {
+    try {
+      lower_training(l, order);
+    } catch (const dnnl::error& e) {
+      throw Failure({StatusCode::unsupported,
+                     fmt::format("training: oneDNN cannot build a backward step on this machine: "
+                                 "{} (status {})",
+                                 e.what(), static_cast<int>(e.status))});
+    } catch (const Unsupported& e) {
+      throw Failure({StatusCode::unsupported, e.what()});
     }
   }
   for (const auto& [v, def] : ir.outputs) {
@@ -311,6 +361,11 @@ void Runtime::Impl::compile(const Graph& graph) {
     --report.reorders;  // delivering the result is not a layout conversion between layers
     outputs.push_back(std::move(info));
   }
+  parameters = std::move(l.parameters);
+  for (const Parameter& p : parameters) {
+    parameter_names.push_back(ir.values[static_cast<std::size_t>(p.value)].name);
+  }
+  loss_buffer = l.loss_buffer;
   buffers = std::move(l.buffers);
   steps = std::move(l.steps);
   report.steps = static_cast<int>(steps.size());
@@ -435,8 +490,17 @@ void Runtime::Impl::execute(Lane& lane, int index, std::uint64_t run) {
   Step& step = steps[static_cast<std::size_t>(index)];
   const auto t0 = Clock::now();
   try {
-    step.primitive.execute(lane.stream, lane.args[static_cast<std::size_t>(index)]);
-    lane.stream.wait();
+    if (step.kernel) {
+      KernelCall call;
+      call.run = run;
+      for (const dnnl::memory& m : memories[static_cast<std::size_t>(index)]) {
+        call.data.push_back(m.get_data_handle());
+      }
+      step.kernel(call);
+    } else {
+      step.primitive.execute(lane.stream, lane.args[static_cast<std::size_t>(index)]);
+      lane.stream.wait();
+    }
   } catch (const std::exception& e) {
     fail(fmt::format("step '{}' ({}) failed on lane {}: {}", step.name, step.op, lane.index,
                      e.what()));
@@ -690,6 +754,36 @@ Status Runtime::run() {
   m.done_cv.wait(lock, [&] { return m.lanes_finished == m.lanes.size(); });
   if (m.failed) return {StatusCode::runtime_error, m.failure};
   return {};
+}
+
+float Runtime::loss() const {
+  const Impl& m = *impl_;
+  if (m.loss_buffer < 0) return std::numeric_limits<float>::quiet_NaN();
+  return *reinterpret_cast<const float*>(
+      m.buffers[static_cast<std::size_t>(m.loss_buffer)].owned.get());
+}
+
+Status Runtime::parameter(const std::string& name, std::vector<float>* values) const {
+  const Impl& m = *impl_;
+  if (values == nullptr) return {StatusCode::invalid_argument, "values pointer is null"};
+  for (std::size_t i = 0; i < m.parameters.size(); ++i) {
+    if (m.parameter_names[i] != name) continue;
+    const Parameter& p = m.parameters[i];
+    values->assign(p.user_md.get_size() / sizeof(float), 0.0f);
+    try {
+      dnnl::stream stream(m.engine);
+      void* handle = m.buffers[static_cast<std::size_t>(p.buffer)].owned.get();
+      dnnl::memory src(p.md, m.engine, handle);
+      dnnl::memory dst(p.user_md, m.engine, values->data());
+      dnnl::reorder(src, dst).execute(stream, src, dst);
+      stream.wait();
+    } catch (const dnnl::error& e) {
+      return {StatusCode::runtime_error, fmt::format("reading '{}': {}", name, e.what())};
+    }
+    return {};
+  }
+  return {StatusCode::invalid_argument,
+          fmt::format("no trained tensor is named '{}' (training mode only)", name)};
 }
 
 const std::vector<TensorInfo>& Runtime::inputs() const { return impl_->inputs; }

@@ -154,7 +154,8 @@ std::vector<float> nhwc_to_nchw(const std::vector<float>& x, const Dims& d) {
 }
 
 std::map<std::string, std::vector<float>> evaluate(
-    const Graph& graph, const std::map<std::string, std::vector<float>>& inputs) {
+    const Graph& graph, const std::map<std::string, std::vector<float>>& inputs,
+    bool batch_statistics) {
   const auto& defs = graph.tensors();
   std::vector<Tensor> t(defs.size());
   Layout image_layout = Layout::nchw;
@@ -189,9 +190,25 @@ std::map<std::string, std::vector<float>> evaluate(
         const auto C = x.dims[1];
         const std::size_t inner = count(x.dims) / static_cast<std::size_t>(x.dims[0] * C);
         const double eps = std::get<BatchNorm>(n.attrs).epsilon;
+        std::vector<double> mean(in(3).data.begin(), in(3).data.end());
+        std::vector<double> var(in(4).data.begin(), in(4).data.end());
+        if (batch_statistics) {
+          std::vector<double> sum(static_cast<std::size_t>(C), 0.0);
+          std::vector<double> squares(static_cast<std::size_t>(C), 0.0);
+          for (std::size_t k = 0; k < x.data.size(); ++k) {
+            const auto c = static_cast<std::size_t>((k / inner) % static_cast<std::size_t>(C));
+            sum[c] += x.data[k];
+            squares[c] += static_cast<double>(x.data[k]) * x.data[k];
+          }
+          const double m = static_cast<double>(x.data.size()) / static_cast<double>(C);
+          for (std::size_t c = 0; c < sum.size(); ++c) {
+            mean[c] = sum[c] / m;
+            var[c] = squares[c] / m - mean[c] * mean[c];
+          }
+        }
         for (std::size_t k = 0; k < y.data.size(); ++k) {
           const auto c = static_cast<std::size_t>((k / inner) % static_cast<std::size_t>(C));
-          const double v = (x.data[k] - in(3).data[c]) / std::sqrt(in(4).data[c] + eps);
+          const double v = (x.data[k] - mean[c]) / std::sqrt(var[c] + eps);
           y.data[k] = static_cast<float>(v * in(1).data[c] + in(2).data[c]);
         }
         break;

@@ -12,8 +12,11 @@ namespace tfpin::engine::reference {
 
 // inputs/outputs by name, each in its own layout (the graph's input layouts; outputs in the layout
 // the graph asks for, or the first image input's layout, or NC).
+// batch_statistics: batch norm normalises with the batch's mean and (biased) variance, as in a
+// training step, instead of its running statistics.
 std::map<std::string, std::vector<float>> evaluate(
-    const Graph& graph, const std::map<std::string, std::vector<float>>& inputs);
+    const Graph& graph, const std::map<std::string, std::vector<float>>& inputs,
+    bool batch_statistics = false);
 
 // Logical NCHW <-> NHWC memory order.
 std::vector<float> nchw_to_nhwc(const std::vector<float>& x, const std::vector<std::int64_t>& dims);

@@ -87,6 +87,48 @@ class BenchOutput(unittest.TestCase):
         self.assertIn("inception3a.branch1.conv", {e["name"] for e in events})
 
 
+class BenchTraining(unittest.TestCase):
+    def test_resnet50_trains_without_forward_only(self):
+        r = bench("--model", "resnet50", "--batch_size", "2", "--num_batches", "2",
+                  "--num_warmup_batches", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("Mode:        training", r.stdout)
+        self.assertIn("Step\tImg/sec\ttotal_loss", r.stdout)
+        steps = [l for l in r.stdout.splitlines()
+                 if re.match(r"^\d+\timages/sec: [\d.]+ \+/- [\d.]+ \(jitter = [\d.]+\)\t[\d.]+$", l)]
+        self.assertEqual([l.split("\t")[0] for l in steps], ["1"], r.stdout)
+        loss = float(steps[0].split("\t")[2])
+        self.assertTrue(0 < loss < 12, loss)  # ln(1000) at first, falling (the batch repeats)
+        total = [l for l in r.stdout.splitlines() if l.startswith("total images/sec: ")]
+        self.assertEqual(len(total), 1, r.stdout)
+        self.assertGreater(float(total[0].split(": ")[1]), 0)
+        self.assertIn("(3x forward)", r.stdout)
+
+    @unittest.skipIf(len(os.sched_getaffinity(0)) < 2, "needs 2 cores")
+    def test_training_json_and_trace_with_two_lanes(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "trace.json")
+            r = bench("--model", "googlenet", "--batch_size", "1", "--num_batches", "2",
+                      "--num_warmup_batches", "1", "--num_inter_threads", "2",
+                      "--num_intra_threads", "1", "--trace_file", trace, "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            j = json.loads(r.stdout)
+            with open(trace) as f:
+                events = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
+        self.assertEqual(j["mode"], "training")
+        self.assertFalse(j["forward_only"])
+        self.assertGreater(j["loss"], 0)
+        self.assertTrue(j["outputs_finite"])
+        self.assertAlmostEqual(j["gflop_per_image"], 3 * 3.0, delta=0.3)  # 3x the forward's 3.0
+        self.assertGreater(j["compile"]["trained_tensors"], 100)
+        self.assertEqual(len(events), 2 * j["compile"]["steps"])
+        names = {e["name"] for e in events}
+        for name in ("loss", "conv1.conv:backward_weights", "conv1.conv.weight:sgd",
+                     "inception3a.branch1.conv:backward_data", "maxpool1:backward"):
+            self.assertIn(name, names)
+        self.assertEqual(len({e["args"]["lane"] for e in events}), 2, "both lanes ran steps")
+
+
 class BenchRefusals(unittest.TestCase):
     def refused(self, args, *fragments, code=2):
         r = bench(*args)
@@ -106,8 +148,10 @@ class BenchRefusals(unittest.TestCase):
     def test_bad_layout(self):
         self.refused(["--data_format", "NCWH", "--forward_only"], "--data_format=NCWH", "NHWC, NCHW")
 
-    def test_training_is_refused_clearly(self):
-        self.refused(["--model", "alexnet"], "training", "not implemented", "--forward_only")
+    def test_training_batch_too_large_to_plan(self):
+        # Training keeps every activation until its backward step: refused before allocating.
+        self.refused(["--model", "vgg16", "--batch_size", "20000", "--num_batches", "1"],
+                     "cannot compile vgg16 for batch 20000", "out of memory", "cannot be planned")
 
     def test_more_threads_than_cores(self):
         n = len(os.sched_getaffinity(0))

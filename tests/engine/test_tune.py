@@ -190,9 +190,14 @@ class BadArguments(unittest.TestCase):
         self.refused(fo, "--cpuset", "4096", words=["--cpuset=4096", "outside"])
         self.refused(fo, "--plot", "/nonexistent/dir/p.svg", words=["--plot=/nonexistent/dir/p.svg"])
 
-    def test_training_is_refused_clearly(self):
-        self.refused("--model", "alexnet", words=["training", "tfpin tune", "--forward_only",
-                                                  "not implemented"])
+    def test_training_sweep_runs_training_steps(self):
+        r = tfpin("tune", "--model", "alexnet", "--batch_sizes", "2", "--threads", "1",
+                  "--num_batches", "1", "--num_warmup_batches", "1", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        result = json.loads(r.stdout)
+        self.assertEqual((result["forward_only"], result["mode"]), (False, "training"))
+        self.assertEqual([x["status"] for x in result["results"]], ["ok"])
+        self.assertGreater(result["results"][0]["images_per_sec"], 0)
 
 
 if __name__ == "__main__":

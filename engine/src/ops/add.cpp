@@ -48,4 +48,14 @@ void lower_add(Lowering& l, int node) {
   l.define(n.output, pd.dst_desc(), dst);
 }
 
+// The sum's gradient flows unchanged to both operands (one buffer, read by both).
+void backward_add(Lowering& l, int node) {
+  const Node& n = node_of(l.ir, node);
+  const md_t y_md = l.value_md[static_cast<std::size_t>(n.output)];
+  const int dy = l.gradient_before_relu(node, y_md);
+  for (int x : n.inputs) {
+    if (l.wants_gradient(x)) l.add_gradient(x, dy, y_md);
+  }
+}
+
 }  // namespace tfpin::engine::detail

@@ -1,4 +1,5 @@
-// Concatenation along channels (Inception/GoogLeNet branches).
+// Concatenation along channels (Inception/GoogLeNet branches). Its backward hands each input the
+// channel slice of the output's gradient (a reorder from a sub-memory view).
 #include "common.hpp"
 
 namespace tfpin::engine::detail {
@@ -52,6 +53,34 @@ void lower_concat(Lowering& l, int node) {
   step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
+}
+
+void backward_concat(Lowering& l, int node) {
+  const Node& n = node_of(l.ir, node);
+  const Dims& od = value_of(l.ir, n.output).dims;
+  const md_t y_md = l.value_md[static_cast<std::size_t>(n.output)];
+  std::int64_t offset = 0;
+  for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+    const int x = n.inputs[k];
+    const Dims& xd = value_of(l.ir, x).dims;
+    dnnl::memory::dims offsets(xd.size(), 0);
+    offsets[1] = offset;
+    offset += xd[1];
+    if (!l.wants_gradient(x)) continue;
+    const md_t want = l.value_md[static_cast<std::size_t>(x)];
+    const std::string name = fmt::format("{}:diff_src{}", n.name, k);
+    const int dx = l.new_arena_buffer(want, name);
+    try {
+      // A slice of a blocked layout exists only at whole blocks of channels.
+      const md_t slice = y_md.submemory_desc(to_dnnl(xd), offsets);
+      l.add_reorder(name, l.gradient_as(n.output, y_md), slice, dx, want);
+    } catch (const dnnl::error&) {
+      const md_t plain = plain_md(od, od.size() == 4 ? Layout::nchw : Layout::nc);
+      const md_t slice = plain.submemory_desc(to_dnnl(xd), offsets);
+      l.add_reorder(name, l.gradient_as(n.output, plain), slice, dx, want);
+    }
+    l.add_gradient(x, dx, want);
+  }
 }
 
 }  // namespace tfpin::engine::detail

@@ -95,21 +95,23 @@ void lower_convolution(Lowering& l, int node) {
   if (residual >= 0 && !is_plain(l.value_md[static_cast<std::size_t>(residual)])) {
     dst_md = l.value_md[static_cast<std::size_t>(residual)];
   }
-  const dnnl::algorithm algorithm =
-      l.options.winograd ? dnnl::algorithm::convolution_auto : dnnl::algorithm::convolution_direct;
+  const dnnl::algorithm algorithm = l.options.winograd && !l.training()
+                                        ? dnnl::algorithm::convolution_auto
+                                        : dnnl::algorithm::convolution_direct;
   const dnnl::primitive_attr attr = l.attributes(n);
   auto make = [&](const md_t& s, const md_t& d) {
-    dnnl::convolution_forward::desc desc(
-        dnnl::prop_kind::forward_inference, algorithm, s, w_any, b_md, d,
-        {a.stride[0], a.stride[1]}, {a.padding[0], a.padding[1]}, {a.padding[2], a.padding[3]});
+    dnnl::convolution_forward::desc desc(l.forward_kind(), algorithm, s, w_any, b_md, d,
+                                         {a.stride[0], a.stride[1]}, {a.padding[0], a.padding[1]},
+                                         {a.padding[2], a.padding[3]});
     return dnnl::convolution_forward::primitive_desc(desc, attr, l.engine);
   };
   dnnl::convolution_forward::primitive_desc pd;
   // oneDNN's heuristics (convolution_auto) turn Winograd down below a batch of about 4, yet its
   // F(4x4, 3x3) kernel beats the direct one on every 3x3 stride-1 layer of ResNet-50 at batch 1
   // here (and picks it anyway at batch 32): ask for it explicitly where it applies.
-  const bool winograd_shape = l.options.winograd && g == 1 && wd[2] == 3 && wd[3] == 3 &&
-                              a.stride[0] == 1 && a.stride[1] == 1;
+  // (Training: direct only; oneDNN 2.6's Winograd backward is slower than its direct kernels.)
+  const bool winograd_shape = l.options.winograd && !l.training() && g == 1 && wd[2] == 3 &&
+                              wd[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1;
   if (winograd_shape) {
     try {
       dnnl::convolution_forward::desc desc(
@@ -130,7 +132,7 @@ void lower_convolution(Lowering& l, int node) {
   }
 
   const int src = l.read_as(x, pd.src_desc());
-  const int weights = l.constant_as(n.inputs[1], w_user, pd.weights_desc());
+  const int weights = l.parameter_as(n.inputs[1], w_user, pd.weights_desc());
   int dst = -1;
   if (residual >= 0) {
     auto r = static_cast<std::size_t>(residual);
@@ -156,8 +158,9 @@ void lower_convolution(Lowering& l, int node) {
   step.primitive = dnnl::convolution_forward(pd);
   step.args.push_back(Arg{DNNL_ARG_SRC, src, pd.src_desc(), true, false});
   step.args.push_back(Arg{DNNL_ARG_WEIGHTS, weights, pd.weights_desc(), true, false});
+  int bias = -1;
   if (has_bias) {
-    int bias = l.constant_as(n.inputs[2], b_md, pd.bias_desc());
+    bias = l.parameter_as(n.inputs[2], b_md, pd.bias_desc());
     step.args.push_back(Arg{DNNL_ARG_BIAS, bias, pd.bias_desc(), true, false});
   }
   step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), residual >= 0, true});
@@ -165,6 +168,85 @@ void lower_convolution(Lowering& l, int node) {
   l.define(n.output, pd.dst_desc(), dst);
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1] * od[2] * od[3]) *
                     static_cast<double>(wd[1] * wd[2] * wd[3]);
+  ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
+  r.pd = pd;
+  r.src = src;
+  r.src_md = pd.src_desc();
+  r.weights = weights;
+  r.weights_md = pd.weights_desc();
+  r.bias = bias;
+}
+
+void backward_convolution(Lowering& l, int node) {
+  const Node& n = node_of(l.ir, node);
+  const auto& a = std::get<Conv2D>(n.attrs);
+  const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
+  const auto fwd = std::any_cast<dnnl::convolution_forward::primitive_desc>(r.pd);
+  const md_t dst_md = fwd.dst_desc();
+  const int dy = l.gradient_before_relu(node, dst_md);
+  const dnnl::memory::dims strides{a.stride[0], a.stride[1]};
+  const dnnl::memory::dims pad_l{a.padding[0], a.padding[1]};
+  const dnnl::memory::dims pad_r{a.padding[2], a.padding[3]};
+  const auto direct = dnnl::algorithm::convolution_direct;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto is_ref = [](const auto& pd) {
+    return std::string(pd.impl_info_str()).find("ref") != std::string::npos;
+  };
+  const auto any = [](const md_t& md) {
+    return md_t(md.dims(), dnnl::memory::data_type::f32, tag::any);
+  };
+
+  const int x = n.inputs[0];
+  if (l.wants_gradient(x)) {
+    // Ask for the forward's layouts (no reorders); let oneDNN choose when only its reference
+    // implementation takes them.
+    auto make = [&](const md_t& src, const md_t& w, const md_t& dst) {
+      return dnnl::convolution_backward_data::primitive_desc(
+          {direct, src, w, dst, strides, pad_l, pad_r}, attr, l.engine, fwd);
+    };
+    dnnl::convolution_backward_data::primitive_desc pd;
+    try {
+      pd = make(fwd.src_desc(), fwd.weights_desc(), dst_md);
+    } catch (const dnnl::error&) {
+      pd = {};
+    }
+    if (!pd || is_ref(pd)) {
+      pd = make(any(fwd.src_desc()), any(fwd.weights_desc()), any(dst_md));
+    }
+    Step step;
+    step.name = n.name + ":backward_data";
+    step.op = "convolution_backward_data";
+    step.primitive = dnnl::convolution_backward_data(pd);
+    add_data_gradient(l, node, std::move(step), pd, dy, dst_md, pd.diff_dst_desc(),
+                      pd.weights_desc(), pd.diff_src_desc());
+  }
+
+  const bool has_bias = r.bias >= 0;
+  const md_t b_md = has_bias ? fwd.bias_desc() : md_t();
+  auto make = [&](const md_t& src, const md_t& dw, const md_t& dst) {
+    return dnnl::convolution_backward_weights::primitive_desc(
+        {direct, src, dw, b_md, dst, strides, pad_l, pad_r}, attr, l.engine, fwd);
+  };
+  dnnl::convolution_backward_weights::primitive_desc pd;
+  try {
+    pd = make(fwd.src_desc(), fwd.weights_desc(), dst_md);
+  } catch (const dnnl::error&) {
+    pd = {};
+  }
+  if (!pd || is_ref(pd)) pd = make(any(fwd.src_desc()), any(fwd.weights_desc()), any(dst_md));
+  Step step;
+  step.name = n.name + ":backward_weights";
+  step.op = "convolution_backward_weights";
+  step.primitive = dnnl::convolution_backward_weights(pd);
+  step.args.push_back(Arg{DNNL_ARG_SRC,
+                          l.reordered(r.src, r.src_md, pd.src_desc(), n.name + ":src"),
+                          pd.src_desc(), true, false});
+  step.args.push_back(Arg{DNNL_ARG_DIFF_DST,
+                          l.reordered(dy, dst_md, pd.diff_dst_desc(), n.name + ":diff_dst"),
+                          pd.diff_dst_desc(), true, false});
+  add_weight_gradients(l, node, std::move(step), pd, pd.diff_weights_desc(),
+                       has_bias ? pd.diff_bias_desc() : md_t());
 }
 
 }  // namespace tfpin::engine::detail

@@ -37,4 +37,15 @@ void lower_flatten(Lowering& l, int node) {
   l.define(n.output, out_md, dst);
 }
 
+// The gradient of N, C*H*W (plain) is the gradient of N, C, H, W in plain NCHW: a view.
+void backward_flatten(Lowering& l, int node) {
+  const Node& n = node_of(l.ir, node);
+  const int x = n.inputs[0];
+  if (!l.wants_gradient(x)) return;
+  const Dims& xd = value_of(l.ir, x).dims;
+  const Dims& od = value_of(l.ir, n.output).dims;
+  const int dy = l.gradient_as(n.output, plain_md(od, Layout::nc));
+  l.add_gradient(x, dy, xd.size() == 2 ? plain_md(xd, Layout::nc) : plain_md(xd, Layout::nchw));
+}
+
 }  // namespace tfpin::engine::detail

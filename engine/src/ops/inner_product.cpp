@@ -46,8 +46,7 @@ void lower_inner_product(Lowering& l, int node) {
   md_t b_md = has_bias ? md_t({wd[0]}, dnnl::memory::data_type::f32, tag::x) : md_t();
   const dnnl::primitive_attr attr = l.attributes(n);
   auto make = [&](const md_t& s) {
-    dnnl::inner_product_forward::desc desc(dnnl::prop_kind::forward_inference, s, w_any, b_md,
-                                           any_md(od));
+    dnnl::inner_product_forward::desc desc(l.forward_kind(), s, w_any, b_md, any_md(od));
     return dnnl::inner_product_forward::primitive_desc(desc, attr, l.engine);
   };
   dnnl::inner_product_forward::primitive_desc pd;
@@ -61,17 +60,55 @@ void lower_inner_product(Lowering& l, int node) {
   step.name = n.name;
   step.op = l.op_label(n);
   step.primitive = dnnl::inner_product_forward(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc(), true, false});
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, l.constant_as(n.inputs[1], w_user, pd.weights_desc()),
-                          pd.weights_desc(), true, false});
+  ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
+  r.pd = pd;
+  r.src = l.read_as(x, pd.src_desc());
+  r.src_md = pd.src_desc();
+  r.weights = l.parameter_as(n.inputs[1], w_user, pd.weights_desc());
+  r.weights_md = pd.weights_desc();
+  step.args.push_back(Arg{DNNL_ARG_SRC, r.src, r.src_md, true, false});
+  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, r.weights, r.weights_md, true, false});
   if (has_bias) {
-    step.args.push_back(Arg{DNNL_ARG_BIAS, l.constant_as(n.inputs[2], b_md, pd.bias_desc()),
-                            pd.bias_desc(), true, false});
+    r.bias = l.parameter_as(n.inputs[2], b_md, pd.bias_desc());
+    step.args.push_back(Arg{DNNL_ARG_BIAS, r.bias, pd.bias_desc(), true, false});
   }
   step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1]) * static_cast<double>(wd[1]);
+}
+
+void backward_inner_product(Lowering& l, int node) {
+  const Node& n = node_of(l.ir, node);
+  const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
+  const auto fwd = std::any_cast<dnnl::inner_product_forward::primitive_desc>(r.pd);
+  const md_t dst_md = fwd.dst_desc();
+  const int dy = l.gradient_before_relu(node, dst_md);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const int x = n.inputs[0];
+  if (l.wants_gradient(x)) {
+    dnnl::inner_product_backward_data::primitive_desc pd(
+        {fwd.src_desc(), fwd.weights_desc(), dst_md}, attr, l.engine, fwd);
+    Step step;
+    step.name = n.name + ":backward_data";
+    step.op = "inner_product_backward_data";
+    step.primitive = dnnl::inner_product_backward_data(pd);
+    add_data_gradient(l, node, std::move(step), pd, dy, dst_md, pd.diff_dst_desc(),
+                      pd.weights_desc(), pd.diff_src_desc());
+  }
+  const bool has_bias = r.bias >= 0;
+  const md_t b_md = has_bias ? fwd.bias_desc() : md_t();
+  dnnl::inner_product_backward_weights::primitive_desc pd(
+      {fwd.src_desc(), fwd.weights_desc(), b_md, dst_md}, attr, l.engine, fwd);
+  Step step;
+  step.name = n.name + ":backward_weights";
+  step.op = "inner_product_backward_weights";
+  step.primitive = dnnl::inner_product_backward_weights(pd);
+  step.args.push_back(Arg{DNNL_ARG_SRC, r.src, r.src_md, true, false});
+  step.args.push_back(Arg{DNNL_ARG_DIFF_DST, dy, dst_md, true, false});
+  add_weight_gradients(l, node, std::move(step), pd, pd.diff_weights_desc(),
+                       has_bias ? pd.diff_bias_desc() : md_t());
 }
 
 }  // namespace tfpin::engine::detail

@@ -1,6 +1,7 @@
 // Max and average pooling (kernel, stride, padding, ceil mode; average with or without padding
 // counted). Ceil mode adds padding at the bottom/right as PyTorch does (a window that would start
-// in the padding only is dropped).
+// in the padding only is dropped). Training: max pooling keeps the arg-max workspace for its
+// backward.
 #include "common.hpp"
 
 namespace tfpin::engine::detail {
@@ -62,7 +63,7 @@ void lower_pooling(Lowering& l, int node) {
                               : dnnl::algorithm::pooling_avg_exclude_padding;
   }
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
-  dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_inference, alg, x_md,
+  dnnl::pooling_forward::desc desc(l.forward_kind(), alg, x_md,
                                    any_md(value_of(l.ir, n.output).dims),
                                    {a.stride[0], a.stride[1]}, {a.kernel[0], a.kernel[1]},
                                    {n.padding[0], n.padding[1]}, {n.padding[2], n.padding[3]});
@@ -74,8 +75,53 @@ void lower_pooling(Lowering& l, int node) {
   step.primitive = dnnl::pooling_forward(pd);
   step.args.push_back(Arg{DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc(), true, false});
   step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
+  r.pd = pd;
+  if (l.training() && n.kind == OpKind::max_pool) {
+    r.workspace_md = pd.workspace_desc();
+    r.workspace = l.new_arena_buffer(r.workspace_md, n.name + ":workspace");
+    step.args.push_back(Arg{DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md, false, true});
+  }
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
+}
+
+void backward_pooling(Lowering& l, int node) {
+  const Node& n = node_of(l.ir, node);
+  const int x = n.inputs[0];
+  if (!l.wants_gradient(x)) return;
+  const auto& a = std::get<Pool2D>(n.attrs);
+  const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
+  const auto fwd = std::any_cast<dnnl::pooling_forward::primitive_desc>(r.pd);
+  dnnl::algorithm alg = dnnl::algorithm::pooling_max;
+  if (n.kind == OpKind::avg_pool) {
+    alg = a.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                              : dnnl::algorithm::pooling_avg_exclude_padding;
+  }
+  const md_t dst_md = fwd.dst_desc();
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::pooling_backward::primitive_desc pd({alg,
+                                             fwd.src_desc(),
+                                             dst_md,
+                                             {a.stride[0], a.stride[1]},
+                                             {a.kernel[0], a.kernel[1]},
+                                             {n.padding[0], n.padding[1]},
+                                             {n.padding[2], n.padding[3]}},
+                                            attr, l.engine, fwd);
+  Step step;
+  step.name = n.name + ":backward";
+  step.op = std::string(to_string(n.kind)) + "_backward";
+  step.primitive = dnnl::pooling_backward(pd);
+  step.args.push_back(Arg{DNNL_ARG_DIFF_DST, l.gradient_as(n.output, pd.diff_dst_desc()),
+                          pd.diff_dst_desc(), true, false});
+  if (r.workspace >= 0) {
+    step.args.push_back(Arg{DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md, true, false});
+  }
+  const int dx = l.new_arena_buffer(pd.diff_src_desc(), n.name + ":diff_src");
+  step.args.push_back(Arg{DNNL_ARG_DIFF_SRC, dx, pd.diff_src_desc(), false, true});
+  l.add_step(std::move(step), pd);
+  l.add_gradient(x, dx, pd.diff_src_desc());
 }
 
 }  // namespace tfpin::engine::detail

@@ -1,4 +1,5 @@
-// ReLU (usually a post-op of the operator before it; this is the standalone form).
+// ReLU (usually a post-op of the operator before it; this is the standalone form). Training uses
+// the form whose backward reads the output (relu' = y > 0), so the input need not be kept.
 #include "common.hpp"
 
 namespace tfpin::engine::detail {
@@ -17,8 +18,9 @@ void lower_relu(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
-  dnnl::eltwise_forward::desc desc(dnnl::prop_kind::forward_inference,
-                                   dnnl::algorithm::eltwise_relu, x_md, 0.0f, 0.0f);
+  const auto algorithm =
+      l.training() ? dnnl::algorithm::eltwise_relu_use_dst_for_bwd : dnnl::algorithm::eltwise_relu;
+  dnnl::eltwise_forward::desc desc(l.forward_kind(), algorithm, x_md, 0.0f, 0.0f);
   dnnl::eltwise_forward::primitive_desc pd(desc, l.attributes(n), l.engine);
   const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
   Step step;
@@ -29,6 +31,38 @@ void lower_relu(Lowering& l, int node) {
   step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
+}
+
+int add_relu_backward(Lowering& l, const std::string& name, int y, const md_t& y_md, int dy) {
+  dnnl::eltwise_forward::primitive_desc hint(
+      {dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu_use_dst_for_bwd, y_md, 0.0f,
+       0.0f},
+      l.engine);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::eltwise_backward::primitive_desc pd(
+      {dnnl::algorithm::eltwise_relu_use_dst_for_bwd, y_md, y_md, 0.0f, 0.0f}, attr, l.engine,
+      hint);
+  const int dx = l.new_arena_buffer(pd.diff_src_desc(), name + ":diff_src");
+  Step step;
+  step.name = name + ":relu_backward";
+  step.op = "relu_backward";
+  step.primitive = dnnl::eltwise_backward(pd);
+  step.args.push_back(Arg{DNNL_ARG_DST, y, y_md, true, false});
+  step.args.push_back(Arg{DNNL_ARG_DIFF_DST, dy, y_md, true, false});
+  step.args.push_back(Arg{DNNL_ARG_DIFF_SRC, dx, pd.diff_src_desc(), false, true});
+  l.add_step(std::move(step), pd);
+  return dx;
+}
+
+void backward_relu(Lowering& l, int node) {
+  const Node& n = node_of(l.ir, node);
+  const int x = n.inputs[0];
+  if (!l.wants_gradient(x)) return;
+  const auto out = static_cast<std::size_t>(n.output);
+  const md_t& y_md = l.value_md[out];
+  const int dy = l.gradient_as(n.output, y_md);
+  l.add_gradient(x, add_relu_backward(l, n.name, l.value_buffer[out], y_md, dy), y_md);
 }
 
 }  // namespace tfpin::engine::detail

@@ -1,6 +1,6 @@
 // Compiling and running a graph: Runtime::create (validate, fuse, choose layouts, create oneDNN
 // primitives, plan memory, start the lanes) -> setup (bind the caller's input and output buffers)
-// -> run (one inference), each returning a Status.
+// -> run (one inference, or one training step), each returning a Status.
 //
 // Execution: M inter-op lanes. Each lane is a thread pinned to its lane's cores that runs an OpenMP
 // team of `intra` threads (one per core); nodes whose inputs are ready run concurrently on
@@ -21,6 +21,18 @@
 
 namespace tfpin::engine {
 
+// Training mode: every run is one SGD step. The graph's single output must be a softmax over
+// classes (the classifier); the loss is its cross-entropy against the extra input "labels" (N
+// class indices stored as floats). Constants that are weights or biases of convolutions and inner
+// products, and batch-norm scales and shifts, are trained; batch norm uses the batch statistics and
+// updates its running mean and variance; dropout draws a mask from `seed` and the step number.
+struct TrainingOptions {
+  float learning_rate = 0.01f;
+  float momentum = 0.9f;     // SGD momentum (PyTorch's form: v = m v + g; w -= lr v)
+  float bn_momentum = 0.1f;  // running = (1 - m) running + m batch (unbiased variance)
+  std::uint64_t seed = 1;    // dropout masks
+};
+
 struct CompileOptions {
   unsigned lanes = 1;  // inter-op lanes (M)
   unsigned intra = 1;  // OpenMP threads per lane
@@ -38,6 +50,7 @@ struct CompileOptions {
   // Planned activations + weights + scratchpads above this fail with out_of_memory.
   // Unset: the machine's physical memory.
   std::optional<std::uint64_t> memory_limit_bytes;
+  std::optional<TrainingOptions> training;  // unset: inference
 };
 
 struct CompileReport {
@@ -45,13 +58,14 @@ struct CompileReport {
   std::uint64_t activation_bytes = 0;  // what the activations would take without reuse
   std::uint64_t weight_bytes = 0;      // constants in the layouts the primitives want
   std::uint64_t scratchpad_bytes = 0;  // per lane
-  double flops = 0;  // per run: 2 x multiply-accumulates of convs and inner products
+  double flops = 0;  // forward pass: 2 x multiply-accumulates of convs and inner products
   int steps = 0;     // primitives executed per run
   int reorders = 0;  // of which layout conversions
   int folded_batch_norms = 0;
   int fused_relus = 0;
   int fused_adds = 0;     // residual adds turned into sum post-ops
   int in_place_adds = 0;  // ... of which write straight into the residual's buffer
+  int parameters = 0;     // training: trained tensors (each with its momentum buffer)
 };
 
 struct TensorInfo {
@@ -92,6 +106,12 @@ class Runtime {
   // the next setup. Inputs are only read.
   Status setup(std::span<const ExternalInput> inputs, std::span<const ExternalOutput> outputs);
   Status run();
+
+  // Training: the mean cross-entropy of the last run (NaN before the first).
+  [[nodiscard]] float loss() const;
+  // Training: a trained tensor (or a batch norm's running statistic), by its constant's name, in
+  // logical row-major order. invalid_argument for an unknown name.
+  Status parameter(const std::string& name, std::vector<float>* values) const;
 
   [[nodiscard]] const std::vector<TensorInfo>& inputs() const;
   [[nodiscard]] const std::vector<TensorInfo>& outputs() const;

@@ -1,0 +1,307 @@
+// Training: parameters with momentum, gradient routing and accumulation, the softmax cross-entropy
+// loss, SGD updates, and the backward pass that walks the forward nodes in reverse.
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "ops/common.hpp"
+
+namespace tfpin::engine::detail {
+
+namespace {
+
+// A zero-filled owned buffer beside the weights (momentum, the loss).
+int zeroed_state_buffer(Lowering& l, std::uint64_t bytes, std::string name) {
+  Buffer b;
+  b.kind = BufferKind::weights;
+  b.bytes = bytes;
+  b.name = std::move(name);
+  b.owned = allocate_aligned(bytes);
+  if (!b.owned) throw std::bad_alloc();
+  std::memset(b.owned.get(), 0, bytes);
+  l.report.weight_bytes += bytes;
+  l.buffers.push_back(std::move(b));
+  return static_cast<int>(l.buffers.size() - 1);
+}
+
+std::size_t floats(const md_t& md) { return md.get_size() / sizeof(float); }
+
+// Which values the loss must be differentiated by: those computed from something trainable.
+std::vector<bool> values_needing_gradients(const Ir& ir, const std::vector<int>& order) {
+  std::vector<bool> needs(ir.values.size(), false);
+  for (int index : order) {
+    const Node& n = ir.nodes[static_cast<std::size_t>(index)];
+    bool trainable = n.kind == OpKind::convolution || n.kind == OpKind::inner_product ||
+                     n.kind == OpKind::batch_norm;
+    for (int in : n.inputs) trainable = trainable || needs[static_cast<std::size_t>(in)];
+    needs[static_cast<std::size_t>(n.output)] = trainable;
+  }
+  return needs;
+}
+
+// Mean cross-entropy of softmax probabilities against class labels, and its gradient with respect
+// to the logits, (p - onehot(label)) / N.
+void add_softmax_cross_entropy(Lowering& l, int softmax) {
+  const Node& s = node_of(l.ir, softmax);
+  const Dims& dims = value_of(l.ir, s.output).dims;
+  const md_t nc = plain_md(dims, Layout::nc);
+  const int probabilities = l.read_as(s.output, nc);
+  const int gradient = l.new_arena_buffer(nc, s.name + ":gradient");
+  l.loss_buffer = zeroed_state_buffer(l, sizeof(float), "loss");
+  *reinterpret_cast<float*>(l.buffers[static_cast<std::size_t>(l.loss_buffer)].owned.get()) =
+      std::numeric_limits<float>::quiet_NaN();
+  const md_t labels_md({dims[0]}, dnnl::memory::data_type::f32, tag::x);
+  const md_t loss_md({1}, dnnl::memory::data_type::f32, tag::x);
+  const std::int64_t batch = dims[0];
+  const std::int64_t classes = dims[1];
+  Step step;
+  step.name = "loss";
+  step.op = "softmax_cross_entropy";
+  step.impl = "tfpin";
+  step.args.push_back(Arg{0, probabilities, nc, true, false});
+  step.args.push_back(Arg{0, l.labels_buffer, labels_md, true, false});
+  step.args.push_back(Arg{0, l.loss_buffer, loss_md, false, true});
+  step.args.push_back(Arg{0, gradient, nc, false, true});
+  step.kernel = [batch, classes](const KernelCall& call) {
+    const auto* p = static_cast<const float*>(call.data[0]);
+    const auto* labels = static_cast<const float*>(call.data[1]);
+    auto* loss = static_cast<float*>(call.data[2]);
+    auto* d = static_cast<float*>(call.data[3]);
+    const float inv = 1.0f / static_cast<float>(batch);
+    double total = 0;
+    for (std::int64_t n = 0; n < batch; ++n) {
+      // Labels outside the classes are clamped: a bad label must not write out of bounds.
+      auto label = static_cast<std::int64_t>(labels[n]);
+      label = std::clamp<std::int64_t>(label, 0, classes - 1);
+      const float* row = p + n * classes;
+      float* drow = d + n * classes;
+      total -= std::log(std::max(static_cast<double>(row[label]), 1e-30));
+      for (std::int64_t c = 0; c < classes; ++c) drow[c] = row[c] * inv;
+      drow[label] -= inv;
+    }
+    *loss = static_cast<float>(total / static_cast<double>(batch));
+  };
+  l.add_kernel_step(std::move(step));
+  l.add_gradient(s.inputs[0], gradient, nc);
+}
+
+}  // namespace
+
+void Lowering::add_kernel_step(Step step) {
+  if (step.impl.empty()) step.impl = "tfpin";
+  steps.push_back(std::move(step));
+}
+
+int Lowering::parameter_as(int v, const md_t& user, const md_t& want) {
+  for (const Parameter& p : parameters) {
+    if (p.value != v) continue;
+    if (p.md == want) return p.buffer;
+    throw Unsupported(fmt::format(
+        "trained tensor '{}' would be needed in two layouts ({} and {}); a trained tensor is "
+        "updated in place and can only have one",
+        ir.values[static_cast<std::size_t>(v)].name, md_string(p.md), md_string(want)));
+  }
+  if (!training()) return constant_as(v, user, want);
+  const Value& value = ir.values[static_cast<std::size_t>(v)];
+  if (value.consumers.size() > 1) {
+    throw Unsupported(
+        fmt::format("trained tensor '{}' is used by {} nodes; training supports "
+                    "one use per weight tensor",
+                    value.name, value.consumers.size()));
+  }
+  Parameter p;
+  p.value = v;
+  p.buffer = constant_values(*value.data, user, want, value.name);
+  p.md = want;
+  p.user_md = user;
+  p.momentum = zeroed_state_buffer(*this, want.get_size(), value.name + ":momentum");
+  parameters.push_back(p);
+  ++report.parameters;
+  return p.buffer;
+}
+
+int Lowering::running_statistic(int v, const md_t& md) {
+  if (auto it = running_stats.find(v); it != running_stats.end()) return it->second;
+  const Value& value = ir.values[static_cast<std::size_t>(v)];
+  const int buffer = constant_values(*value.data, md, md, value.name);
+  running_stats[v] = buffer;
+  parameters.push_back(Parameter{v, buffer, md, md, -1});  // readable through parameter()
+  return buffer;
+}
+
+void Lowering::add_gradient(int v, int buffer, const md_t& md) {
+  gradient_parts_[v].emplace_back(buffer, md);
+}
+
+bool Lowering::has_gradient(int v) const {
+  auto it = gradient_parts_.find(v);
+  return it != gradient_parts_.end() && !it->second.empty();
+}
+
+int Lowering::gradient_as(int v, const md_t& want) {
+  auto key = std::make_pair(v, md_string(want));
+  if (auto it = gradients_.find(key); it != gradients_.end()) return it->second;
+  auto& parts = gradient_parts_.at(v);
+  const std::string& name = ir.values[static_cast<std::size_t>(v)].name;
+  int buffer = -1;
+  if (parts.size() == 1) {
+    buffer = reordered(parts[0].first, parts[0].second, want, name + ":gradient");
+  } else {
+    // Several consumers: sum their contributions once, in one layout (reordering the others).
+    std::vector<int> srcs;
+    for (const auto& [b, md] : parts) srcs.push_back(reordered(b, md, want, name + ":gradient"));
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::sum::primitive_desc pd(want, std::vector<float>(srcs.size(), 1.0f),
+                                 std::vector<md_t>(srcs.size(), want), engine, attr);
+    buffer = new_arena_buffer(pd.dst_desc(), name + ":gradient_sum");
+    Step step;
+    step.name = name + ":gradient_sum";
+    step.op = "sum";
+    step.primitive = dnnl::sum(pd);
+    for (std::size_t k = 0; k < srcs.size(); ++k) {
+      step.args.push_back(
+          Arg{DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), srcs[k], want, true, false});
+    }
+    step.args.push_back(Arg{DNNL_ARG_DST, buffer, want, false, true});
+    add_step(std::move(step), pd);
+    parts = {{buffer, want}};
+  }
+  gradients_[key] = buffer;
+  return buffer;
+}
+
+int Lowering::gradient_before_relu(int node, const md_t& want) {
+  const Node& n = ir.nodes[static_cast<std::size_t>(node)];
+  bool relu = false;
+  for (const PostOp& p : n.post_ops) relu = relu || p.kind == PostOp::Kind::relu;
+  if (!relu || n.kind == OpKind::batch_norm) return gradient_as(n.output, want);
+  // The ReLU was fused into the forward step: its backward needs only the output (relu' = y > 0).
+  const auto out = static_cast<std::size_t>(n.output);
+  const md_t& y_md = value_md[out];
+  const int dy = gradient_as(n.output, y_md);
+  const int dx = add_relu_backward(*this, n.name, value_buffer[out], y_md, dy);
+  return reordered(dx, y_md, want, n.name + ":relu_gradient");
+}
+
+void Lowering::add_update(int parameter_buffer, int gradient, const md_t& gradient_md,
+                          const std::string& name) {
+  const Parameter* p = nullptr;
+  for (const Parameter& q : parameters) p = q.buffer == parameter_buffer ? &q : p;
+  if (p == nullptr) throw Unsupported(fmt::format("'{}' is not a trained tensor", name));
+  const int g = reordered(gradient, gradient_md, p->md, name + ":gradient");
+  const std::size_t n = floats(p->md);
+  const float lr = options.training->learning_rate;
+  const float mu = options.training->momentum;
+  Step step;
+  step.name = name + ":sgd";
+  step.op = "sgd_momentum";
+  step.args.push_back(Arg{0, p->buffer, p->md, true, true});
+  step.args.push_back(Arg{0, p->momentum, p->md, true, true});
+  step.args.push_back(Arg{0, g, p->md, true, false});
+  step.kernel = [n, lr, mu](const KernelCall& call) {
+    auto* w = static_cast<float*>(call.data[0]);
+    auto* v = static_cast<float*>(call.data[1]);
+    const auto* dw = static_cast<const float*>(call.data[2]);
+    const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for simd schedule(static)
+    for (std::ptrdiff_t i = 0; i < count; ++i) {
+      v[i] = mu * v[i] + dw[i];
+      w[i] -= lr * v[i];
+    }
+  };
+  add_kernel_step(std::move(step));
+}
+
+void add_data_gradient(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,
+                       int dy, const md_t& dy_md, const md_t& diff_dst, const md_t& weights,
+                       const md_t& diff_src) {
+  const Node& n = node_of(l.ir, node);
+  const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
+  step.args.push_back(Arg{DNNL_ARG_DIFF_DST, l.reordered(dy, dy_md, diff_dst, n.name + ":diff_dst"),
+                          diff_dst, true, false});
+  // (A per-step reorder when the backward wants the weights in another layout: they change.)
+  step.args.push_back(Arg{DNNL_ARG_WEIGHTS,
+                          l.reordered(r.weights, r.weights_md, weights, n.name + ":weights"),
+                          weights, true, false});
+  const int dx = l.new_arena_buffer(diff_src, n.name + ":diff_src");
+  step.args.push_back(Arg{DNNL_ARG_DIFF_SRC, dx, diff_src, false, true});
+  l.add_step(std::move(step), pd);
+  l.add_gradient(n.inputs[0], dx, diff_src);
+}
+
+void add_weight_gradients(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,
+                          const md_t& diff_weights, const md_t& diff_bias) {
+  const Node& n = node_of(l.ir, node);
+  const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
+  const int dw = l.new_arena_buffer(diff_weights, n.name + ":diff_weights");
+  step.args.push_back(Arg{DNNL_ARG_DIFF_WEIGHTS, dw, diff_weights, false, true});
+  const bool has_bias = r.bias >= 0;
+  int db = -1;
+  if (has_bias) {
+    db = l.new_arena_buffer(diff_bias, n.name + ":diff_bias");
+    step.args.push_back(Arg{DNNL_ARG_DIFF_BIAS, db, diff_bias, false, true});
+  }
+  l.add_step(std::move(step), pd);
+  l.add_update(r.weights, dw, diff_weights, value_of(l.ir, n.inputs[1]).name);
+  if (has_bias) l.add_update(r.bias, db, diff_bias, value_of(l.ir, n.inputs[2]).name);
+}
+
+void lower_training(Lowering& l, const std::vector<int>& order) {
+  Ir& ir = l.ir;
+  int softmax = -1;
+  if (ir.outputs.size() == 1) {
+    const int p = value_of(ir, ir.outputs[0].first).producer;
+    if (p >= 0 && node_of(ir, p).kind == OpKind::softmax) softmax = p;
+  }
+  if (softmax < 0) {
+    throw Unsupported(
+        "training needs the graph's single output to be a softmax over the classes (the loss is "
+        "its cross-entropy against the labels)");
+  }
+  l.needs_gradient = values_needing_gradients(ir, order);
+  add_softmax_cross_entropy(l, softmax);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int node = *it;
+    const Node& n = node_of(ir, node);
+    if (node == softmax || !l.has_gradient(n.output)) continue;
+    switch (n.kind) {
+      case OpKind::convolution:
+        backward_convolution(l, node);
+        break;
+      case OpKind::batch_norm:
+        backward_batch_norm(l, node);
+        break;
+      case OpKind::relu:
+        backward_relu(l, node);
+        break;
+      case OpKind::max_pool:
+      case OpKind::avg_pool:
+        backward_pooling(l, node);
+        break;
+      case OpKind::concat:
+        backward_concat(l, node);
+        break;
+      case OpKind::add:
+        backward_add(l, node);
+        break;
+      case OpKind::inner_product:
+        backward_inner_product(l, node);
+        break;
+      case OpKind::flatten:
+        backward_flatten(l, node);
+        break;
+      case OpKind::dropout:
+        backward_dropout(l, node);
+        break;
+      case OpKind::softmax:
+      case OpKind::lrn:
+        throw Unsupported(
+            fmt::format("{}: training has no backward for this operator", ir.describe_node(node)));
+    }
+  }
+}
+
+}  // namespace tfpin::engine::detail
