@@ -6,15 +6,23 @@ For each model: `tfpin bench --forward_only --json` and a PyTorch 1.13 run of th
 the same batch size and intra-op threads, then images/sec of both, their ratio, and each as a
 percentage of the FMA peak measured by a small AVX-512 FMA loop compiled on the fly.
 
+--train compares training steps instead: `tfpin bench` without --forward_only against PyTorch
+training the same model the same way (train mode, batch-norm batch statistics, cross-entropy on
+fixed labels, SGD lr 0.01 momentum 0.9, no auxiliary heads), counting 3x the forward FLOPs.
+--rounds R runs both R times, interleaved, and reports medians (a shared machine's load hits
+both alike).
+
 The fair PyTorch baseline (DESIGN.md, "Performance goals in force"): Debian's OpenBLAS behind
 libblas.so.3 and OPENBLAS_CORETYPE=SKYLAKEX (OpenBLAS 0.3.21 does not recognise this CPU). Install
 with `scripts/setup --bench`. Standard library only.
 
     bench/engine_vs_pytorch.py --models resnet50,googlenet --batch_size 32 --threads 2
+    bench/engine_vs_pytorch.py --train --models resnet50 --batch_size 32 --rounds 3
 """
 import argparse
 import json
 import os
+import statistics
 import shutil
 import subprocess
 import sys
@@ -86,6 +94,7 @@ TORCH_RUNNER = r"""
 import json, sys, time
 import torch, torchvision
 model_name, batch, threads, steps, warmup, jit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"
+train = sys.argv[7] == "1"
 torch.set_num_threads(threads)
 m = torchvision.models
 build = {
@@ -96,8 +105,31 @@ build = {
     "alexnet": lambda: m.alexnet(weights=None),
 }[model_name]
 size = 299 if model_name == "inception3" else 224
-net = build().eval().to(memory_format=torch.channels_last)
 x = torch.randn(batch, 3, size, size).to(memory_format=torch.channels_last)
+if train:
+    if model_name == "inception3":
+        build = lambda: m.inception_v3(weights=None, aux_logits=False, init_weights=False)
+    net = build().train().to(memory_format=torch.channels_last)
+    labels = torch.tensor([(i * 7919) % 1000 for i in range(batch)])
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    lossf = torch.nn.CrossEntropyLoss()
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(net(x), labels)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    for _ in range(warmup):
+        y = step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        y = step()
+        times.append(time.perf_counter() - t0)
+    print(json.dumps({"images_per_sec": batch * steps / sum(times), "best_step": batch / min(times), "finite": bool(torch.isfinite(y).all()),
+                      "torch": torch.__version__, "blas": torch.__config__.show().count("BLAS_INFO=open")}))
+    sys.exit(0)
+net = build().eval().to(memory_format=torch.channels_last)
 with torch.no_grad():
     if jit:
         net = torch.jit.optimize_for_inference(torch.jit.script(net))
@@ -154,7 +186,7 @@ def run_tfpin(exe, model, args):
     cmd = [str(exe), "bench", "--model", model, "--batch_size", str(args.batch_size),
            "--num_batches", str(args.num_batches), "--num_warmup_batches", str(args.num_warmup_batches),
            "--num_intra_threads", str(args.threads // args.interop), "--num_inter_threads", str(args.interop),
-           "--data_format", "NHWC", "--forward_only", "--json"]
+           "--data_format", "NHWC", "--json"] + ([] if args.train else ["--forward_only"])
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {res.stderr.strip()}")
@@ -165,10 +197,10 @@ def run_torch(model, args):
     env = dict(os.environ)
     env.update({"OPENBLAS_CORETYPE": "SKYLAKEX", "OMP_NUM_THREADS": str(args.threads),
                 "OPENBLAS_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)})
-    jit = "1" if model == "resnet50" else "0"
+    jit = "1" if model == "resnet50" and not args.train else "0"
     res = subprocess.run([TORCH_PYTHON, "-c", TORCH_RUNNER, model, str(args.batch_size),
                           str(args.threads), str(max(3, args.num_batches // 2)),
-                          str(max(1, args.num_warmup_batches)), jit],
+                          str(max(1, args.num_warmup_batches)), jit, "1" if args.train else "0"],
                          capture_output=True, text=True, env=env)
     if res.returncode != 0:
         raise RuntimeError(f"PyTorch {model} failed: {res.stderr.strip()[-2000:]}")
@@ -186,6 +218,10 @@ def main():
     p.add_argument("--tfpin", default=str(ROOT / "build" / "cli" / "tfpin"), help="the tfpin executable")
     p.add_argument("--no-torch", action="store_true", help="only tfpin (and the FMA peak)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    p.add_argument("--train", action="store_true",
+                   help="training steps (forward, backward, SGD) instead of inference")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run tfpin and PyTorch this many times, interleaved; report medians")
     args = p.parse_args()
     models = [m for m in args.models.split(",") if m]
     for m in models:
@@ -203,38 +239,55 @@ def main():
         if probe.returncode != 0:
             print("PyTorch/torchvision not importable: run scripts/setup --bench (skipping PyTorch)", file=sys.stderr)
             torch_ok = False
-    print(f"threads {args.threads} (tfpin inter-op {args.interop}), batch {args.batch_size}, "
+    if args.rounds < 1:
+        p.error(f"--rounds={args.rounds} must be at least 1")
+    print(f"{'training' if args.train else 'inference'}: "
+          f"threads {args.threads} (tfpin inter-op {args.interop}), batch {args.batch_size}, "
           f"FMA peak {peak:.0f} GFLOP/s" if peak else "FMA peak: not measured")
     if torch_ok:
         print(f"PyTorch: OPENBLAS_CORETYPE=SKYLAKEX, channels_last, libblas.so.3 -> {blas}"
               + ("" if "openblas" in blas else "  (WARNING: not OpenBLAS: the baseline is unfairly slow)"))
     print("(% peak: direct-convolution FLOPs per image x images/sec over the FMA peak; Winograd does "
-          "fewer multiplications, so it can pass 100%)")
+          "fewer multiplications, so it can pass 100%" + ("; training counts 3x the forward)" if args.train else ")"))
     print("(best: the fastest step, which other load on a shared machine cannot inflate)")
+    if args.rounds > 1:
+        print(f"(img/s and best: medians of {args.rounds} interleaved rounds)")
     header = f"{'model':<11} {'GFLOP/img':>9} {'tfpin img/s':>11} {'best':>7} {'% peak':>6}"
     if torch_ok:
         header += f" {'torch img/s':>11} {'best':>7} {'% peak':>6} {'tfpin/torch':>11}"
     print(header)
     results = []
+    median = lambda values: statistics.median(values)
     for model in models:
-        t0 = time.time()
-        mine = run_tfpin(args.tfpin, model, args)
-        row = {"model": model, "batch_size": args.batch_size, "threads": args.threads, "interop": args.interop,
-               "gflop_per_image": mine["gflop_per_image"], "tfpin_images_per_sec": mine["images_per_sec"],
+        mine_runs, theirs_runs = [], []
+        for _ in range(args.rounds):
+            mine_runs.append(run_tfpin(args.tfpin, model, args))
+            if torch_ok:
+                theirs_runs.append(run_torch(model, args))
+        mine = mine_runs[-1]
+        mine_ips = median([r["images_per_sec"] for r in mine_runs])
+        mine_best = median([r["step_images_per_sec"]["best"] for r in mine_runs])
+        row = {"model": model, "mode": "training" if args.train else "inference",
+               "batch_size": args.batch_size, "threads": args.threads, "interop": args.interop,
+               "rounds": args.rounds, "gflop_per_image": mine["gflop_per_image"],
+               "tfpin_images_per_sec": mine_ips, "tfpin_runs": [r["images_per_sec"] for r in mine_runs],
                "fma_peak_gflops": peak}
         gflop = mine["gflop_per_image"]
         pct = lambda ips: 100.0 * ips * gflop / peak if peak else float("nan")
-        mine_best = mine["step_images_per_sec"]["best"]
         row["tfpin_best_step"] = mine_best
-        line = (f"{model:<11} {gflop:9.2f} {mine['images_per_sec']:11.2f} {mine_best:7.2f}"
-                f" {pct(mine['images_per_sec']):6.1f}")
+        line = (f"{model:<11} {gflop:9.2f} {mine_ips:11.2f} {mine_best:7.2f}"
+                f" {pct(mine_ips):6.1f}")
         if torch_ok:
-            theirs = run_torch(model, args)
-            row["torch_images_per_sec"] = theirs["images_per_sec"]
-            row["torch_best_step"] = theirs["best_step"]
-            row["ratio"] = mine["images_per_sec"] / theirs["images_per_sec"]
-            line += (f" {theirs['images_per_sec']:11.2f} {theirs['best_step']:7.2f}"
-                     f" {pct(theirs['images_per_sec']):6.1f}"
+            theirs_ips = median([r["images_per_sec"] for r in theirs_runs])
+            theirs_best = median([r["best_step"] for r in theirs_runs])
+            row["torch_images_per_sec"] = theirs_ips
+            row["torch_runs"] = [r["images_per_sec"] for r in theirs_runs]
+            row["torch_best_step"] = theirs_best
+            # The ratio of each interleaved pair, then their median: both saw the same load.
+            row["ratio"] = median([a["images_per_sec"] / b["images_per_sec"]
+                                   for a, b in zip(mine_runs, theirs_runs)])
+            line += (f" {theirs_ips:11.2f} {theirs_best:7.2f}"
+                     f" {pct(theirs_ips):6.1f}"
                      f" {row['ratio']:11.2f}")
         results.append(row)
         print(line, flush=True)
