@@ -31,10 +31,6 @@ namespace {
 using tfpin::engine::Layout;
 using tfpin::engine::Model;
 
-[[noreturn]] void usage_error(const std::string& message) {
-  throw Error(ErrorKind::invalid_request, message);
-}
-
 struct Stats {
   double mean = 0;         // images/sec from the mean step time
   double uncertainty = 0;  // standard error of the per-step speeds
@@ -109,6 +105,12 @@ engine::Layout data_format_option(const std::string& text) {
   return *layout;
 }
 
+std::string lanes_text(const std::vector<std::vector<unsigned>>& lanes) {
+  std::vector<std::string> texts;
+  for (const auto& cpus : lanes) texts.push_back(format_cpulist(cpus));
+  return fmt::format("{}", fmt::join(texts, " | "));
+}
+
 CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   CLI::App* sub = app.add_subcommand(
       "bench", "images/sec of a standard CNN on the engine (tf_cnn_benchmarks' flags and output)");
@@ -166,9 +168,6 @@ int BenchCommand::operator()() const {
       engine::resolve_threads(request, engine::process_environment());
 
   const bool progress = !json && isatty(STDERR_FILENO) != 0;
-  std::vector<unsigned> all_cpus;
-  for (const auto& lane : threads.lane_cpus)
-    all_cpus.insert(all_cpus.end(), lane.begin(), lane.end());
   if (!json) {
     const dnnl_version_t* v = dnnl_version();
     fmt::print("tfpin engine: oneDNN {}.{}.{} ({})\n", v->major, v->minor, v->patch,
@@ -183,13 +182,7 @@ int BenchCommand::operator()() const {
     fmt::print("Data format: {}\n", engine::to_string(layout));
     fmt::print("Threads:     intra {} ({}), inter-op {} ({}), lanes {} ({})\n", threads.intra,
                threads.intra_source, threads.inter, threads.inter_source,
-               fmt::join(
-                   [&] {
-                     std::vector<std::string> lanes;
-                     for (const auto& l : threads.lane_cpus) lanes.push_back(format_cpulist(l));
-                     return lanes;
-                   }(),
-                   " | "),
+               lanes_text(threads.lane_cpus),
                threads.cpus_source);
     fmt::print("==========\nGenerating model\n");
     std::fflush(stdout);

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tfpin/engine/graph.hpp"
 #include "tfpin/engine/models.hpp"
@@ -34,6 +35,8 @@ struct BenchCommand {
 // throws tfpin::Error(invalid_request) naming the option, the value and what is valid.
 engine::Model model_option(const std::string& text);
 engine::Layout data_format_option(const std::string& text);
+// "0-3 | 4-7": each lane's CPUs, as bench and tune print them.
+std::string lanes_text(const std::vector<std::vector<unsigned>>& lanes);
 
 // Registers the `bench` subcommand; dispatch with `if (*app) return bench();`.
 CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench);

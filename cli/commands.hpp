@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "plan_options.hpp"
+#include "tfpin/error.hpp"
 
 namespace tfpin::cli {
 
@@ -13,6 +14,11 @@ inline constexpr int exit_usage = 2;      // bad arguments, impossible plan
 inline constexpr int exit_failure = 1;    // the system refused (binding, topology)
 inline constexpr int exit_cannot_exec = 126;
 inline constexpr int exit_not_found = 127;
+
+// A bad argument: main() prints the message and exits with exit_usage.
+[[noreturn]] inline void usage_error(const std::string& message) {
+  throw Error(ErrorKind::invalid_request, message);
+}
 
 struct ShowCommand {
   PlanOptions plan;

@@ -31,10 +31,6 @@ namespace tfpin::cli {
 
 namespace {
 
-[[noreturn]] void usage_error(const std::string& message) {
-  throw Error(ErrorKind::invalid_request, message);
-}
-
 // "1,16,32": whole numbers in 1..max, duplicates dropped, order kept. Messages name the option,
 // the item and the whole list.
 std::vector<unsigned> parse_list(std::string_view option, const std::string& text, unsigned max) {
@@ -48,8 +44,8 @@ std::vector<unsigned> parse_list(std::string_view option, const std::string& tex
       value = parse_count(option, item, max);
     } catch (const Error& e) {
       if (item == text) throw;
-      usage_error(fmt::format("{} (in {}={}; a comma-separated list is expected)", e.what(), option,
-                              text));
+      usage_error(
+          fmt::format("{} (in {}={}; a comma-separated list is expected)", e.what(), option, text));
     }
     if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
     if (comma == std::string::npos) break;
@@ -79,8 +75,12 @@ std::vector<std::string> child_command(const std::string& exe, const TuneCommand
   // No thread flags for bench: like any program in a job, it takes its layout from the environment
   // `tfpin run` exports. --enforce: a thread variable the caller set (OMP_NUM_THREADS=...) must not
   // turn every configuration into the same one.
-  std::vector<std::string> argv = {exe, "run", "--enforce", "--threads",
-                                   std::to_string(config.plan.threads), "--interop",
+  std::vector<std::string> argv = {exe,
+                                   "run",
+                                   "--enforce",
+                                   "--threads",
+                                   std::to_string(config.plan.threads),
+                                   "--interop",
                                    std::to_string(config.plan.interop)};
   if (tune.cpuset_option != nullptr && tune.cpuset_option->count() > 0) {
     argv.insert(argv.end(), {"--cpuset", tune.cpuset});
@@ -197,8 +197,7 @@ TuneResult evaluate(const ChildOutput& output, const TuneConfig& config, unsigne
     r.error = fmt::format("unreadable output ({}): {}", e.what(), last_line(output.out));
     return r;
   }
-  std::vector<std::vector<unsigned>> planned;
-  for (const Lane& lane : config.plan.lanes) planned.push_back(lane.cpus);
+  const std::vector<std::vector<unsigned>> planned = lane_cpus(config.plan);
   std::vector<unsigned> bound = config.plan.cpus();
   std::sort(bound.begin(), bound.end());
   const auto child_lanes = r.child.value("lanes", std::vector<std::vector<unsigned>>{});
@@ -211,9 +210,10 @@ TuneResult evaluate(const ChildOutput& output, const TuneConfig& config, unsigne
   }
   std::sort(child_bound.begin(), child_bound.end());
   if (child_lanes != planned || child_bound != bound) {
-    r.error = fmt::format("not pinned as planned: ran on CPUs {} with lanes {}; the plan is {} ({})",
-                          child_cpus, r.child.value("lanes", nlohmann::json::array()).dump(),
-                          format_cpulist(bound), lanes_text(config.plan));
+    r.error =
+        fmt::format("not pinned as planned: ran on CPUs {} with lanes {}; the plan is {} ({})",
+                    child_cpus, r.child.value("lanes", nlohmann::json::array()).dump(),
+                    format_cpulist(bound), lanes_text(config.plan));
     return r;
   }
   r.ok = true;
@@ -246,7 +246,8 @@ CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune) {
       ->type_name("N");
   sub->add_option("--data_format", tune.data_format, "NHWC|NCHW (default NHWC)")
       ->type_name("NHWC|NCHW");
-  sub->add_flag("--forward_only", tune.forward_only, "inference only (default: training steps, forward + backward + SGD update)");
+  sub->add_flag("--forward_only", tune.forward_only,
+                "inference only (default: training steps, forward + backward + SGD update)");
   tune.cpuset_option = sub->add_option("--cpuset", tune.cpuset,
                                        "tune on these CPUs only, a cpulist (default: this "
                                        "process's affinity)")
@@ -276,7 +277,8 @@ int TuneCommand::operator()() const {
   data_format_option(data_format);
   sweep.batches = parse_list("--batch_sizes", batch_sizes, 1u << 30);
   sweep.num_batches = parse_count("--num_batches", num_batches, 1000000);
-  sweep.num_warmup_batches = parse_non_negative("--num_warmup_batches", num_warmup_batches, 1000000);
+  sweep.num_warmup_batches =
+      parse_non_negative("--num_warmup_batches", num_warmup_batches, 1000000);
   const unsigned timeout_seconds = parse_non_negative("--timeout", timeout, 1000000);
 
   const bool other_machine = !topology.empty() && topology != "host";
@@ -304,19 +306,22 @@ int TuneCommand::operator()() const {
     if (std::count_if(core.pus.begin(), core.pus.end(), in_allowed) > 1) sweep.smt = true;
   }
 
-  const std::vector<unsigned> thread_counts =
-      threads.empty() ? std::vector<unsigned>{sweep.cores} : parse_list("--threads", threads, max_count);
+  const std::vector<unsigned> thread_counts = threads.empty()
+                                                  ? std::vector<unsigned>{sweep.cores}
+                                                  : parse_list("--threads", threads, max_count);
   for (unsigned t : thread_counts) {
     if (t > sweep.cores) {
-      usage_error(fmt::format("--threads={}: {} is more than the {} cores allowed (CPUs {}); "
-                              "valid: 1..{}",
-                              threads, t, sweep.cores, format_cpulist(sweep.allowed), sweep.cores));
+      usage_error(
+          fmt::format("--threads={}: {} is more than the {} cores allowed (CPUs {}); "
+                      "valid: 1..{}",
+                      threads, t, sweep.cores, format_cpulist(sweep.allowed), sweep.cores));
     }
   }
   const std::vector<unsigned> lane_counts =
       interop.empty() ? std::vector<unsigned>{} : parse_list("--interop", interop, max_count);
   for (unsigned m : lane_counts) {
-    if (std::none_of(thread_counts.begin(), thread_counts.end(), [m](unsigned t) { return t % m == 0; })) {
+    if (std::none_of(thread_counts.begin(), thread_counts.end(),
+                     [m](unsigned t) { return t % m == 0; })) {
       std::vector<unsigned> valid;
       for (unsigned t : thread_counts) {
         for (unsigned d : divisors(t)) {
@@ -349,23 +354,27 @@ int TuneCommand::operator()() const {
       j["topology"] = machine.source();
       j["commands"] = nlohmann::json::array();
       for (const TuneConfig& c : sweep.configs) {
-        j["commands"].push_back(fmt::format("{}", fmt::join(child_command(exe, *this, c, sweep.batches.front()), " ")));
+        j["commands"].push_back(
+            fmt::format("{}", fmt::join(child_command(exe, *this, c, sweep.batches.front()), " ")));
       }
       std::cout << j.dump(2) << '\n';
       return 0;
     }
-    fmt::print("tfpin tune --dry-run: {} configurations x {} batch sizes ({}) = {} runs of {} on {} "
-               "cores (CPUs {}, {})\n",
-               sweep.configs.size(), sweep.batches.size(), fmt::join(sweep.batches, ","),
-               sweep.configs.size() * sweep.batches.size(), model, sweep.cores,
-               format_cpulist(sweep.allowed), machine.source());
+    fmt::print(
+        "tfpin tune --dry-run: {} configurations x {} batch sizes ({}) = {} runs of {} on {} "
+        "cores (CPUs {}, {})\n",
+        sweep.configs.size(), sweep.batches.size(), fmt::join(sweep.batches, ","),
+        sweep.configs.size() * sweep.batches.size(), model, sweep.cores,
+        format_cpulist(sweep.allowed), machine.source());
     fmt::print("{:>7}  {:>7}  {:>5}  {}\n", "threads", "interop", "intra", "lanes");
     for (const TuneConfig& c : sweep.configs) {
       fmt::print("{:>7}  {:>7}  {:>5}  {}\n", c.plan.threads, c.plan.interop, c.plan.intra,
                  lanes_text(c.plan));
     }
-    fmt::print("each run, e.g.: {}\n",
-               fmt::join(child_command("tfpin", *this, sweep.configs.front(), sweep.batches.front()), " "));
+    fmt::print(
+        "each run, e.g.: {}\n",
+        fmt::join(child_command("tfpin", *this, sweep.configs.front(), sweep.batches.front()),
+                  " "));
     return 0;
   }
 
@@ -380,10 +389,12 @@ int TuneCommand::operator()() const {
       const TuneConfig& config = sweep.configs[i];
       if (progress) {
         fmt::print(stderr, "\r\033[K[{}/{}] {} threads, {} inter-op, batch {} ...",
-                   sweep.results.size() + 1, total, config.plan.threads, config.plan.interop, batch);
+                   sweep.results.size() + 1, total, config.plan.threads, config.plan.interop,
+                   batch);
       }
       const auto start = std::chrono::steady_clock::now();
-      const ChildOutput output = run_child(child_command(exe, *this, config, batch), timeout_seconds);
+      const ChildOutput output =
+          run_child(child_command(exe, *this, config, batch), timeout_seconds);
       TuneResult result = evaluate(output, config, timeout_seconds);
       result.config = i;
       result.batch = batch;
@@ -405,11 +416,13 @@ int TuneCommand::operator()() const {
   if (json) {
     std::cout << tune_json(sweep).dump(2) << '\n';
   } else {
-    fmt::print("tfpin tune: {}, {}, {}, {} timed steps after {} warm-up, {} cores "
-               "(CPUs {})\n\n",
-               model, forward_only ? "forward-only" : "training", data_format, sweep.num_batches, sweep.num_warmup_batches, sweep.cores,
-               format_cpulist(sweep.allowed));
-    std::cout << tune_table(sweep) << '\n' << tune_bars(sweep) << '\n'
+    fmt::print(
+        "tfpin tune: {}, {}, {}, {} timed steps after {} warm-up, {} cores "
+        "(CPUs {})\n\n",
+        model, forward_only ? "forward-only" : "training", data_format, sweep.num_batches,
+        sweep.num_warmup_batches, sweep.cores, format_cpulist(sweep.allowed));
+    std::cout << tune_table(sweep) << '\n'
+              << tune_bars(sweep) << '\n'
               << tune_recommendation(sweep);
     if (!plot.empty()) fmt::print("plot: {}\n", plot);
   }

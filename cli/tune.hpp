@@ -66,6 +66,7 @@ struct TuneSweep {
 };
 
 // Renderings (tune_report.cpp). Lanes as "0-3 | 4-7".
+std::vector<std::vector<unsigned>> lane_cpus(const Plan& plan);
 std::string lanes_text(const Plan& plan);
 // `best` is the index of the fastest result, or -1 when none ran.
 std::ptrdiff_t best_result(const TuneSweep& sweep);

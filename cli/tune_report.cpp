@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench.hpp"
 #include "tfpin/cpulist.hpp"
 #include "tune.hpp"
 
@@ -34,11 +35,20 @@ std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -56,17 +66,20 @@ double nice_step(double max, int ticks) {
 
 }  // namespace
 
-std::string lanes_text(const Plan& plan) {
-  std::vector<std::string> lanes;
-  for (const Lane& lane : plan.lanes) lanes.push_back(format_cpulist(lane.cpus));
-  return fmt::format("{}", fmt::join(lanes, " | "));
+std::vector<std::vector<unsigned>> lane_cpus(const Plan& plan) {
+  std::vector<std::vector<unsigned>> lanes;
+  for (const Lane& lane : plan.lanes) lanes.push_back(lane.cpus);
+  return lanes;
 }
+
+std::string lanes_text(const Plan& plan) { return lanes_text(lane_cpus(plan)); }
 
 std::ptrdiff_t best_result(const TuneSweep& sweep) {
   std::ptrdiff_t best = -1;
   for (std::size_t i = 0; i < sweep.results.size(); ++i) {
     const TuneResult& r = sweep.results[i];
-    if (r.ok && (best < 0 || r.images_per_sec > sweep.results[static_cast<std::size_t>(best)].images_per_sec)) {
+    if (r.ok && (best < 0 ||
+                 r.images_per_sec > sweep.results[static_cast<std::size_t>(best)].images_per_sec)) {
       best = static_cast<std::ptrdiff_t>(i);
     }
   }
@@ -75,9 +88,9 @@ std::ptrdiff_t best_result(const TuneSweep& sweep) {
 
 std::string tune_table(const TuneSweep& sweep) {
   const double best = best_rate(sweep);
-  std::string out = fmt::format("{:>7}  {:>7}  {:>5}  {:>6}  {:>10}  {:>7}  {:<26}  {}\n", "threads",
-                                "interop", "intra", "batch", "images/sec", "vs best",
-                                "step spread", "lanes");
+  std::string out =
+      fmt::format("{:>7}  {:>7}  {:>5}  {:>6}  {:>10}  {:>7}  {:<26}  {}\n", "threads", "interop",
+                  "intra", "batch", "images/sec", "vs best", "step spread", "lanes");
   for (const TuneResult& r : sweep.results) {
     const Plan& plan = sweep.configs[r.config].plan;
     out += fmt::format("{:>7}  {:>7}  {:>5}  {:>6}  ", plan.threads, plan.interop, plan.intra,
@@ -122,12 +135,13 @@ std::string tune_recommendation(const TuneSweep& sweep) {
   std::string out = fmt::format(
       "Best: {} thread{} = {} inter-op lane{} x {} intra-op thread{}, batch {}: {:.1f} "
       "images/sec\n",
-      plan.threads, plan.threads == 1 ? "" : "s", plan.interop, plan.interop == 1 ? "" : "s", plan.intra,
-      plan.intra == 1 ? "" : "s", best.batch, best.images_per_sec);
+      plan.threads, plan.threads == 1 ? "" : "s", plan.interop, plan.interop == 1 ? "" : "s",
+      plan.intra, plan.intra == 1 ? "" : "s", best.batch, best.images_per_sec);
   for (unsigned batch : sweep.batches) {
     const TuneResult* top = nullptr;
     for (const TuneResult& r : sweep.results) {
-      if (r.ok && r.batch == batch && (top == nullptr || r.images_per_sec > top->images_per_sec)) top = &r;
+      if (r.ok && r.batch == batch && (top == nullptr || r.images_per_sec > top->images_per_sec))
+        top = &r;
     }
     if (top != nullptr && batch != best.batch) {
       const Plan& p = sweep.configs[top->config].plan;
@@ -135,14 +149,15 @@ std::string tune_recommendation(const TuneSweep& sweep) {
                          top->images_per_sec);
     }
   }
-  const std::size_t failed = static_cast<std::size_t>(
-      std::count_if(sweep.results.begin(), sweep.results.end(), [](const TuneResult& r) { return !r.ok; }));
+  const std::size_t failed = static_cast<std::size_t>(std::count_if(
+      sweep.results.begin(), sweep.results.end(), [](const TuneResult& r) { return !r.ok; }));
   if (failed > 0) out += fmt::format("({} of {} runs failed)\n", failed, sweep.results.size());
   out += "\nFor the job script:\n";
   out += fmt::format("#SBATCH --cpus-per-task={}\n", plan.threads);
   // cpus-per-task counts hardware threads; one thread per core is what was measured.
   if (sweep.smt) out += "#SBATCH --hint=nomultithread\n";
-  out += fmt::format("#SBATCH --tf-threads={}\n#SBATCH --tf-interop={}\n", plan.threads, plan.interop);
+  out +=
+      fmt::format("#SBATCH --tf-threads={}\n#SBATCH --tf-interop={}\n", plan.threads, plan.interop);
   out += fmt::format("# batch size {} (e.g. tfpin bench --model {} --batch_size {})\n", best.batch,
                      sweep.model, best.batch);
   return out;
@@ -172,9 +187,9 @@ nlohmann::json tune_json(const TuneSweep& sweep) {
   j["results"] = nlohmann::json::array();
   for (const TuneResult& r : sweep.results) {
     const Plan& plan = sweep.configs[r.config].plan;
-    nlohmann::json row = {{"threads", plan.threads}, {"interop", plan.interop},
-                          {"intra", plan.intra},     {"batch_size", r.batch},
-                          {"status", r.ok ? "ok" : "failed"}, {"seconds", r.seconds}};
+    nlohmann::json row = {
+        {"threads", plan.threads}, {"interop", plan.interop},          {"intra", plan.intra},
+        {"batch_size", r.batch},   {"status", r.ok ? "ok" : "failed"}, {"seconds", r.seconds}};
     if (r.ok) {
       row["images_per_sec"] = r.images_per_sec;
       row["relative"] = r.images_per_sec / top;
@@ -185,8 +200,8 @@ nlohmann::json tune_json(const TuneSweep& sweep) {
     // What the child itself reported: its lanes and the kernel's CPU mask (proof of the pinning).
     if (r.child.is_object()) {
       row["child"] = nlohmann::json::object();
-      for (const char* key : {"lanes", "cpus_allowed", "intra", "interop", "intra_source",
-                              "interop_source"}) {
+      for (const char* key :
+           {"lanes", "cpus_allowed", "intra", "interop", "intra_source", "interop_source"}) {
         if (r.child.contains(key)) row["child"][key] = r.child[key];
       }
     }
@@ -196,8 +211,10 @@ nlohmann::json tune_json(const TuneSweep& sweep) {
   if (index >= 0) {
     const TuneResult& best = sweep.results[static_cast<std::size_t>(index)];
     const Plan& plan = sweep.configs[best.config].plan;
-    j["best"] = {{"threads", plan.threads},       {"interop", plan.interop},
-                 {"intra", plan.intra},           {"batch_size", best.batch},
+    j["best"] = {{"threads", plan.threads},
+                 {"interop", plan.interop},
+                 {"intra", plan.intra},
+                 {"batch_size", best.batch},
                  {"images_per_sec", best.images_per_sec}};
     nlohmann::json lines = {fmt::format("#SBATCH --cpus-per-task={}", plan.threads)};
     if (sweep.smt) lines.push_back("#SBATCH --hint=nomultithread");
@@ -247,13 +264,14 @@ std::string tune_svg(const TuneSweep& sweep) {
         "<text x=\"{3:.1f}\" y=\"{4:.1f}\" text-anchor=\"end\" stroke=\"none\">{5:g}</text>\n",
         left, left + plot_w, y_of(v), left - 6, y_of(v) + 4, v);
   }
-  out += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\"/>\n", left, top,
-                     top + plot_h);
+  out += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1:.1f}\" y2=\"{2:.1f}\"/>\n", left,
+                     top, top + plot_h);
   for (std::size_t i = 0; i < sweep.configs.size(); ++i) {
     const Plan& p = sweep.configs[i].plan;
     out += fmt::format(
         "<text x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"middle\" stroke=\"none\">{2} thr</text>"
-        "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\" stroke=\"none\">{4} inter-op</text>\n",
+        "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\" stroke=\"none\">{4} "
+        "inter-op</text>\n",
         x_of(i), top + plot_h + 18, p.threads, top + plot_h + 33, p.interop);
   }
   out += fmt::format(
@@ -295,7 +313,8 @@ std::string tune_svg(const TuneSweep& sweep) {
     const double ly = top + 10 + 20 * static_cast<double>(b);
     out += fmt::format(
         "<g class=\"legend\"><line x1=\"{0:.1f}\" x2=\"{1:.1f}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" "
-        "stroke=\"{3}\" stroke-width=\"2\"/><text x=\"{4:.1f}\" y=\"{5:.1f}\">batch {6}</text></g>\n",
+        "stroke=\"{3}\" stroke-width=\"2\"/><text x=\"{4:.1f}\" y=\"{5:.1f}\">batch "
+        "{6}</text></g>\n",
         left + plot_w + 15, left + plot_w + 40, ly, color, left + plot_w + 46, ly + 4, batch);
   }
   out += "</svg>\n";
