@@ -1,5 +1,6 @@
 // Remote context: slurmstepd, in each task's process after fork and before exec (batch step too).
 #include <fmt/format.h>
+#include <slurm/slurm.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,11 +52,10 @@ std::string task_label(spank_t spank) {
   spank_get_item(spank, S_JOB_ID, &job);
   spank_get_item(spank, S_JOB_STEPID, &step);
   spank_get_item(spank, S_TASK_GLOBAL_ID, &task);
-  // Slurm's special step ids (slurm.h: SLURM_BATCH_SCRIPT, SLURM_EXTERN_CONT, ...).
   std::string step_name = std::to_string(step);
-  if (step == 0xfffffffb) step_name = "batch";
-  if (step == 0xfffffffc) step_name = "extern";
-  if (step == 0xfffffffa) step_name = "interactive";
+  if (step == SLURM_BATCH_SCRIPT) step_name = "batch";
+  if (step == SLURM_EXTERN_CONT) step_name = "extern";
+  if (step == SLURM_INTERACTIVE_STEP) step_name = "interactive";
   return fmt::format("job {} step {} task {}", job, step_name, task);
 }
 

@@ -60,19 +60,31 @@ namespace {
 
 using Recorded = std::map<std::string, std::string, std::less<>>;
 
+// The non-empty pieces of `text` between any of `separators`.
+std::vector<std::string_view> split(std::string_view text, std::string_view separators) {
+  std::vector<std::string_view> pieces;
+  while (!text.empty()) {
+    const auto end = std::min(text.find_first_of(separators), text.size());
+    if (end > 0) pieces.push_back(text.substr(0, end));
+    text.remove_prefix(std::min(end + 1, text.size()));
+  }
+  return pieces;
+}
+
+// LD_PRELOAD's entries: glibc splits it on spaces and colons.
+std::vector<std::string_view> preload_entries(std::string_view preload) {
+  return split(preload, " :");
+}
+
 // TFPIN_ENV: "NAME=VALUE;..." of what an outer tfpin set.
 Recorded recorded_exports(const EnvGetter& get) {
   Recorded recorded;
   const auto text = get(std::string(env_exported));
   if (!text) return recorded;
-  std::string_view rest = *text;
-  while (!rest.empty()) {
-    const auto end = std::min(rest.find(';'), rest.size());
-    const std::string_view item = rest.substr(0, end);
+  for (const std::string_view item : split(*text, ";")) {
     if (const auto eq = item.find('='); eq != std::string_view::npos) {
       recorded.emplace(item.substr(0, eq), item.substr(eq + 1));
     }
-    rest.remove_prefix(std::min(end + 1, rest.size()));
   }
   return recorded;
 }
@@ -120,13 +132,9 @@ void withdraw_environment(const EnvAccess& env) {
   }
   if (const auto preload = env.get("LD_PRELOAD")) {
     std::string kept;
-    std::string_view rest = *preload;
-    while (!rest.empty()) {
-      const auto end = std::min(rest.find_first_of(" :"), rest.size());
-      const std::string_view entry = rest.substr(0, end);
+    for (const std::string_view entry : preload_entries(*preload)) {
       const bool is_shim = entry == shim_file_name || entry.ends_with(fmt::format("/{}", shim_file_name));
-      if (!entry.empty() && !is_shim) kept += fmt::format("{}{}", kept.empty() ? "" : ":", entry);
-      rest.remove_prefix(std::min(end + 1, rest.size()));
+      if (!is_shim) kept += fmt::format("{}{}", kept.empty() ? "" : ":", entry);
     }
     if (kept.empty()) {
       env.unset("LD_PRELOAD");
@@ -145,13 +153,8 @@ std::optional<std::string> requested_value(const EnvGetter& get, std::string_vie
 }
 
 std::string preload_with_shim(std::string_view existing, std::string_view shim) {
-  // glibc splits LD_PRELOAD on spaces and colons.
-  std::string_view rest = existing;
-  while (!rest.empty()) {
-    const auto end = std::min(rest.find_first_of(" :"), rest.size());
-    if (rest.substr(0, end) == shim) return std::string(existing);
-    rest.remove_prefix(std::min(end + 1, rest.size()));
-  }
+  const auto entries = preload_entries(existing);
+  if (std::find(entries.begin(), entries.end(), shim) != entries.end()) return std::string(existing);
   return existing.empty() ? std::string(shim) : fmt::format("{}:{}", shim, existing);
 }
 

@@ -214,10 +214,6 @@ class AlwaysAndClamp(ClusterTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(probes(r.stdout)[0]["TF_NUM_INTEROP_THREADS"], "1")
 
-    @classmethod
-    def tearDownClass(cls):
-        cls.cluster.stop()
-
     def test_job_without_options_is_configured(self):
         r = self.cluster.srun(["-c", "2", "sh", "-c", PROBE + "; echo KMP_BLOCKTIME=$KMP_BLOCKTIME"])
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -17,19 +17,9 @@ tfpin::EnvGetter getter(const Env& env) {
   };
 }
 
-tfpin::Plan broadwell_plan(unsigned threads, unsigned interop);
-
 tfpin::EnvAccess access(Env& env) {
   return {getter(env), [&env](const std::string& n, const std::string& v) { env[n] = v; },
           [&env](const std::string& n) { env.erase(n); }};
-}
-
-tfpin::Plan broadwell_plan_ht(unsigned threads, unsigned interop) {
-  tfpin::PlacementRequest r;
-  r.threads = threads;
-  r.interop = interop;
-  r.hyperthreads = tfpin::HyperthreadPolicy::all;
-  return tfpin::compute_plan(tfpin::Topology::load(fixture("broadwell-2x18-ht.xml")), r);
 }
 
 Env as_map(const std::vector<tfpin::EnvVar>& vars) {
@@ -38,10 +28,12 @@ Env as_map(const std::vector<tfpin::EnvVar>& vars) {
   return env;
 }
 
-tfpin::Plan broadwell_plan(unsigned threads, unsigned interop) {
+tfpin::Plan broadwell_plan(unsigned threads, unsigned interop,
+                           tfpin::HyperthreadPolicy ht = tfpin::HyperthreadPolicy::one_per_core) {
   tfpin::PlacementRequest r;
   r.threads = threads;
   r.interop = interop;
+  r.hyperthreads = ht;
   return tfpin::compute_plan(tfpin::Topology::load(fixture("broadwell-2x18-ht.xml")), r);
 }
 
@@ -115,7 +107,8 @@ TEST(Environment, VariablesOnlyTheOuterPlanSetAreRemoved) {
   tfpin::export_environment(tfpin::environment_for(broadwell_plan(4, 1), passive), false, access(env));
   EXPECT_EQ(env.at("KMP_HW_SUBSET"), "1T");
   EXPECT_EQ(env.at("OMP_WAIT_POLICY"), "PASSIVE");
-  tfpin::export_environment(tfpin::environment_for(broadwell_plan_ht(4, 1), {}), false, access(env));
+  const auto ht = broadwell_plan(4, 1, tfpin::HyperthreadPolicy::all);
+  tfpin::export_environment(tfpin::environment_for(ht, {}), false, access(env));
   EXPECT_FALSE(env.contains("KMP_HW_SUBSET"));    // hyperthreads inside: no 1T
   EXPECT_FALSE(env.contains("OMP_WAIT_POLICY"));  // default blocktime inside
 }
