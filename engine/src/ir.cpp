@@ -384,7 +384,7 @@ int fuse_relus(Ir& ir) {
   return fused;
 }
 
-int fuse_residual_adds(Ir& ir, int* in_place_candidates) {
+int fuse_residual_adds(Ir& ir) {
   int fused = 0;
   for (std::size_t i = 0; i < ir.nodes.size(); ++i) {
     Node& add = ir.nodes[i];
@@ -421,7 +421,6 @@ int fuse_residual_adds(Ir& ir, int* in_place_candidates) {
     ir.nodes[static_cast<std::size_t>(best_conv)].post_ops.push_back(
         PostOp{PostOp::Kind::sum, best_residual, best_in_place});
     absorb(ir, best_conv, static_cast<int>(i));
-    if (best_in_place && in_place_candidates != nullptr) ++*in_place_candidates;
     ++fused;
   }
   return fused;

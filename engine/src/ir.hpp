@@ -62,10 +62,10 @@ struct Ir {
 Status build_ir(const Graph& graph, Ir& ir);
 
 // Passes. Each keeps ir valid; run them in this order.
-int fold_batch_norms(Ir& ir);  // conv -> batch_norm: scale the weights, shift the bias
-int fuse_relus(Ir& ir);        // conv/inner_product/add/batch_norm -> relu: post-op
-int fuse_residual_adds(Ir& ir, int* in_place_candidates);  // conv -> add: sum post-op
-void drop_identities(Ir& ir);                              // dropout: consumers read its input
+int fold_batch_norms(Ir& ir);    // conv -> batch_norm: scale the weights, shift the bias
+int fuse_relus(Ir& ir);          // conv/inner_product/add/batch_norm -> relu: post-op
+int fuse_residual_adds(Ir& ir);  // conv -> add: sum post-op
+void drop_identities(Ir& ir);    // dropout: consumers read its input
 
 std::string dims_string(const Dims& dims);
 std::int64_t element_count(const Dims& dims);

@@ -73,7 +73,6 @@ Lowering::Lowering(Ir& ir_, dnnl::engine engine_, const CompileOptions& options_
       report(report_),
       value_md(ir_.values.size()),
       value_buffer(ir_.values.size(), -1),
-      defined(ir_.values.size(), false),
       forward(ir_.nodes.size()),
       needs_gradient(ir_.values.size(), false) {}
 
@@ -88,14 +87,8 @@ int Lowering::new_arena_buffer(const md_t& md, std::string name) {
 
 void Lowering::define(int v, const md_t& md, int buffer) {
   auto i = static_cast<std::size_t>(v);
-  if (i >= value_md.size()) {
-    value_md.resize(i + 1);
-    value_buffer.resize(i + 1, -1);
-    defined.resize(i + 1, false);
-  }
   value_md[i] = md;
   value_buffer[i] = buffer;
-  defined[i] = true;
 }
 
 int Lowering::read_as(int v, const md_t& want) {
@@ -176,7 +169,6 @@ void Lowering::add_reorder(const std::string& name, int src_buffer, const md_t& 
   Step step;
   step.name = name;
   step.op = "reorder";
-  step.reorder = true;
   step.primitive = dnnl::reorder(pd);
   step.args.push_back(Arg{DNNL_ARG_SRC, src_buffer, src_md, true, false});
   step.args.push_back(Arg{DNNL_ARG_DST, dst_buffer, dst_md, false, true});

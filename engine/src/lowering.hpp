@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -57,7 +58,7 @@ struct Arg {
 // What a custom (non-oneDNN) step sees: one data pointer per argument, in order, and the run
 // number.
 struct KernelCall {
-  std::vector<void*> data;
+  std::span<void* const> data;
   std::uint64_t run = 0;
 };
 using Kernel = std::function<void(const KernelCall&)>;
@@ -70,7 +71,6 @@ struct Step {
   Kernel kernel;  // instead of a primitive: loss, SGD update, running statistics, dropout
   std::vector<Arg> args;
   std::uint64_t scratchpad_bytes = 0;
-  bool reorder = false;
 };
 
 bool is_plain(const md_t& md);          // no inner blocks
@@ -117,7 +117,6 @@ class Lowering {
   // The layout and buffer each value lives in once produced.
   std::vector<md_t> value_md;
   std::vector<int> value_buffer;
-  std::vector<bool> defined;
 
   int new_arena_buffer(const md_t& md, std::string name);
   // Reads value v in layout `want`: its own buffer when it already is in that layout, else the

@@ -22,7 +22,6 @@
 #include <new>
 #include <queue>
 #include <thread>
-#include <unordered_map>
 
 #include "ir.hpp"
 #include "lowering.hpp"
@@ -156,6 +155,8 @@ struct Runtime::Impl {
   std::vector<std::vector<dnnl::memory>> memories;
   std::vector<std::pair<dnnl::memory, int>> input_memories;   // (memory, input index)
   std::vector<std::pair<dnnl::memory, int>> output_memories;  // (memory, output index)
+  // Kernel steps: their arguments' data pointers, refreshed at setup (inputs and outputs move).
+  std::vector<std::vector<void*>> kernel_data;
   bool is_set_up = false;
   Clock::time_point epoch = Clock::now();
 
@@ -166,7 +167,8 @@ struct Runtime::Impl {
     int tid = 0;
     dnnl::stream stream;
     AlignedBytes scratch;
-    std::vector<std::unordered_map<int, dnnl::memory>> args;  // per step
+    std::vector<dnnl::memory> scratchpads;           // views of `scratch`, one per step using it
+    std::vector<std::vector<dnnl_exec_arg_t>> args;  // per step, built once
     std::vector<TraceEvent> trace;
   };
   std::vector<std::unique_ptr<Lane>> lanes;
@@ -246,7 +248,7 @@ void Runtime::Impl::compile(const Graph& graph) {
   if (options.fusion && !training) {
     report.folded_batch_norms = fold_batch_norms(ir);
     // Residual adds first: a ReLU after the add then becomes the convolution's last post-op.
-    report.fused_adds = fuse_residual_adds(ir, nullptr);
+    report.fused_adds = fuse_residual_adds(ir);
     report.fused_relus = fuse_relus(ir);
     // (A flatten before an inner product stays: reading the blocked image directly forces
     // oneDNN's slower gemm path, 4x slower on VGG16's fc6 than a reorder plus its brgemm kernel.)
@@ -491,14 +493,14 @@ void Runtime::Impl::execute(Lane& lane, int index, std::uint64_t run) {
   const auto t0 = Clock::now();
   try {
     if (step.kernel) {
-      KernelCall call;
-      call.run = run;
-      for (const dnnl::memory& m : memories[static_cast<std::size_t>(index)]) {
-        call.data.push_back(m.get_data_handle());
-      }
-      step.kernel(call);
+      step.kernel(KernelCall{kernel_data[static_cast<std::size_t>(index)], run});
     } else {
-      step.primitive.execute(lane.stream, lane.args[static_cast<std::size_t>(index)]);
+      // The C API with the arguments built at start-up: primitive::execute would rebuild them from
+      // a map on every call.
+      const std::vector<dnnl_exec_arg_t>& args = lane.args[static_cast<std::size_t>(index)];
+      dnnl::error::wrap_c_api(dnnl_primitive_execute(step.primitive.get(), lane.stream.get(),
+                                                     static_cast<int>(args.size()), args.data()),
+                              "could not execute a primitive");
       lane.stream.wait();
     }
   } catch (const std::exception& e) {
@@ -613,14 +615,15 @@ void Runtime::Impl::start_lanes() {
     }
     lane->args.resize(steps.size());
     for (std::size_t s = 0; s < steps.size(); ++s) {
-      auto& map = lane->args[s];
+      auto& args = lane->args[s];
       for (std::size_t a = 0; a < steps[s].args.size(); ++a) {
-        map.emplace(steps[s].args[a].arg, memories[s][a]);
+        args.push_back({steps[s].args[a].arg, memories[s][a].get()});
       }
       if (steps[s].scratchpad_bytes > 0) {
         md_t md({static_cast<dnnl::memory::dim>(steps[s].scratchpad_bytes)},
                 dnnl::memory::data_type::u8, tag::x);
-        map.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(md, engine, lane->scratch.get()));
+        lane->scratchpads.emplace_back(md, engine, lane->scratch.get());
+        args.push_back({DNNL_ARG_SCRATCHPAD, lane->scratchpads.back().get()});
       }
     }
     lanes.push_back(std::move(lane));
@@ -726,6 +729,11 @@ Status Runtime::setup(std::span<const ExternalInput> inputs,
     mem.set_data_handle(const_cast<float*>(in[static_cast<std::size_t>(io)]));
   }
   for (auto& [mem, io] : m.output_memories) mem.set_data_handle(out[static_cast<std::size_t>(io)]);
+  m.kernel_data.assign(m.steps.size(), {});
+  for (std::size_t s = 0; s < m.steps.size(); ++s) {
+    if (!m.steps[s].kernel) continue;
+    for (const dnnl::memory& mem : m.memories[s]) m.kernel_data[s].push_back(mem.get_data_handle());
+  }
   m.is_set_up = true;
   return {};
 }
