@@ -142,7 +142,8 @@ static _Thread_local int tl_lane TLS_IE;     // valid when tl_role != ROLE_NONE
 static _Thread_local int tl_cpu TLS_IE;      // plan index this thread is pinned to (same)
 
 // Per-process counters (reset in a forked child).
-static atomic_ullong c_threads, c_workers, c_others, c_unpinned, c_masters, c_teams_clamped,
+// threads_created is not a counter of its own: it is workers + others + unpinned.
+static atomic_ullong c_workers, c_others, c_unpinned, c_masters, c_teams_clamped,
     c_setters_clamped, c_clipped, c_escapes, c_runtime_kept;
 static atomic_int g_occupancy[TF_MAX_CPUS];     // live pinned threads per plan index
 static atomic_int g_lane_masters[TF_MAX_CPUS];  // live masters per lane
@@ -483,29 +484,37 @@ typedef struct {
   uintptr_t base;
   bool found, openmp;
 } object_query;
+static bool contains(const struct dl_phdr_info* info, uintptr_t addr) {
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD) continue;
+    const uintptr_t lo = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+    if (addr >= lo && addr - lo < (uintptr_t)ph->p_memsz) return true;
+  }
+  return false;
+}
+
+static const char* base_name(const char* path) {
+  const char* base = path;
+  for (const char* c = path; *c; ++c)
+    if (*c == '/') base = c + 1;
+  return base;
+}
+
 static bool is_openmp_runtime_name(const char* path) {
   if (path == NULL) return false;
-  const char* base = path;
-  for (const char* q = path; *q; ++q)
-    if (*q == '/') base = q + 1;
+  const char* base = base_name(path);
   return strncmp(base, "libgomp", 7) == 0 || strncmp(base, "libomp", 6) == 0 ||
          strncmp(base, "libiomp", 7) == 0;
 }
 static int find_object_cb(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
   object_query* q = data;
-  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    const uintptr_t lo = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
-    if (q->addr >= lo && q->addr - lo < (uintptr_t)ph->p_memsz) {
-      q->found = true;
-      q->base = (uintptr_t)info->dlpi_addr;
-      q->openmp = is_openmp_runtime_name(info->dlpi_name);
-      return 1;
-    }
-  }
-  return 0;
+  if (!contains(info, q->addr)) return 0;
+  q->found = true;
+  q->base = (uintptr_t)info->dlpi_addr;
+  q->openmp = is_openmp_runtime_name(info->dlpi_name);
+  return 1;
 }
 static bool addr_in_openmp_runtime(const void* addr) {
   object_query q = {.addr = (uintptr_t)addr, .found = false, .openmp = false};
@@ -565,10 +574,7 @@ EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (
   }
   if (index >= 0 && (rc != 0 || slot == NULL))
     atomic_fetch_sub_explicit(&g_occupancy[index], 1, memory_order_relaxed);
-  if (rc == 0) {
-    count(&c_threads);
-    if (slot != NULL) count(index >= 0 ? &c_workers : &c_others);
-  }
+  if (rc == 0 && slot != NULL) count(index >= 0 ? &c_workers : &c_others);
   tl_in_hook = 0;
   return rc;
 }
@@ -597,9 +603,9 @@ EXPORT int get_nprocs_conf(void) {
 
 // Overwrites a successful query's result with the plan set (bits that fit in `size`).
 static void fill_plan(size_t size, cpu_set_t* set) {
-  memset(set, 0, size);
-  for (unsigned i = 0; i < g_ncpus; ++i)
-    if (g_cpus[i] / 8 < size) CPU_SET_S(g_cpus[i], size, set);
+  const size_t n = size < sizeof g_plan_mask ? size : sizeof g_plan_mask;
+  memcpy(set, &g_plan_mask, n);
+  memset((char*)set + n, 0, size - n);
 }
 
 EXPORT int sched_getaffinity(pid_t pid, size_t size, cpu_set_t* set) {
@@ -939,16 +945,6 @@ typedef struct {
   void* first_any;
 } def_search;
 
-static bool contains(const struct dl_phdr_info* info, uintptr_t addr) {
-  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    const uintptr_t lo = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
-    if (addr >= lo && addr - lo < (uintptr_t)ph->p_memsz) return true;
-  }
-  return false;
-}
-
 static int find_caller_cb(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
   def_search* q = data;
@@ -961,13 +957,6 @@ static int find_caller_cb(struct dl_phdr_info* info, size_t size, void* data) {
       if (d->d_tag == DT_NEEDED) q->needed[q->nneeded++] = v.strtab + d->d_un.d_val;
   }
   return 1;
-}
-
-static const char* base_name(const char* path) {
-  const char* base = path;
-  for (const char* c = path; *c; ++c)
-    if (*c == '/') base = c + 1;
-  return base;
 }
 
 static int find_definition_cb(struct dl_phdr_info* info, size_t size, void* data) {
@@ -1239,9 +1228,9 @@ EXPORT void goto_set_num_threads(int n) {
 // fork: the child has one thread (the caller); counters, lanes and occupancy start over, keeping
 // what that thread holds. Async-signal-safe (plain stores).
 static void atfork_child(void) {
-  atomic_ullong* counters[] = {&c_threads, &c_workers,       &c_others,          &c_unpinned,
-                               &c_masters, &c_teams_clamped, &c_setters_clamped, &c_clipped,
-                               &c_escapes, &c_runtime_kept};
+  atomic_ullong* counters[] = {&c_workers,       &c_others,          &c_unpinned, &c_masters,
+                               &c_teams_clamped, &c_setters_clamped, &c_clipped,  &c_escapes,
+                               &c_runtime_kept};
   for (size_t i = 0; i < sizeof counters / sizeof counters[0]; ++i)
     atomic_store_explicit(counters[i], 0, memory_order_relaxed);
   for (unsigned i = 0; i < g_ncpus; ++i)
@@ -1252,8 +1241,12 @@ static void atfork_child(void) {
   }
   for (unsigned i = 0; i < NSLOTS; ++i)
     atomic_store_explicit(&g_slots[i].state, 0, memory_order_relaxed);
-  for (unsigned i = 0; i < FWD_CACHE; ++i)
+  // A parent thread may have been mid-write on an entry: forget its call site too, so the child
+  // never takes a half-written entry (new ra, old fn) for a valid one.
+  for (unsigned i = 0; i < FWD_CACHE; ++i) {
+    atomic_store_explicit(&g_fwd_cache[i].ra, NULL, memory_order_relaxed);
     atomic_store_explicit(&g_fwd_cache[i].seq, 0, memory_order_relaxed);
+  }
   atomic_store_explicit(&g_lane_rr, 0, memory_order_relaxed);
   if (tl_role != ROLE_NONE) {
     atomic_store_explicit(&g_occupancy[tl_cpu], 1, memory_order_relaxed);
@@ -1351,11 +1344,14 @@ __attribute__((destructor)) static void tfpin_shim_report(void) {
   ob_u64(&o, g_interop);
   ob_str(&o, " intra=");
   ob_u64(&o, g_intra);
+  ob_str(&o, " threads_created=");
+  ob_u64(&o, atomic_load_explicit(&c_workers, memory_order_relaxed) +
+                 atomic_load_explicit(&c_others, memory_order_relaxed) +
+                 atomic_load_explicit(&c_unpinned, memory_order_relaxed));
   const struct {
     const char* name;
     atomic_ullong* value;
   } fields[] = {
-      {" threads_created=", &c_threads},
       {" omp_workers_pinned=", &c_workers},
       {" other_threads_pinned=", &c_others},
       {" threads_unpinned=", &c_unpinned},

@@ -12,7 +12,7 @@ int fakeblas_last(int which);
 }
 
 int main() {
-  const int n = 64;
+  int n = 64;  // not const: a const int is folded into printf, hiding a setter that writes it
   openblas_set_num_threads(n);
   goto_set_num_threads(n);
   MKL_Set_Num_Threads(n);
