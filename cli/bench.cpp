@@ -13,7 +13,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <random>
 
 #include "commands.hpp"
@@ -21,6 +20,7 @@
 #include "tfpin/engine/models.hpp"
 #include "tfpin/engine/runtime.hpp"
 #include "tfpin/engine/threads.hpp"
+#include "tfpin/engine/version.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/options.hpp"
 
@@ -169,9 +169,8 @@ int BenchCommand::operator()() const {
 
   const bool progress = !json && isatty(STDERR_FILENO) != 0;
   if (!json) {
-    const dnnl_version_t* v = dnnl_version();
-    fmt::print("tfpin engine: oneDNN {}.{}.{} ({})\n", v->major, v->minor, v->patch,
-               v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other runtime");
+    const engine::LibraryVersion v = engine::onednn_runtime_version();
+    fmt::print("tfpin engine: oneDNN {} ({})\n", v.text(), v.runtime);
     fmt::print("Model:       {}\n", model);
     fmt::print("Dataset:     imagenet (synthetic)\n");
     fmt::print("Mode:        {}\n", forward_only ? "forward-only (inference)"
@@ -311,6 +310,10 @@ int BenchCommand::operator()() const {
     j["cpus_allowed"] = cpus_allowed;
     j["fusion"] = !no_fusion;
     j["winograd"] = !no_winograd;
+    j["onednn"] = {{"version", engine::onednn_runtime_version().text()},
+                   {"built_with", engine::onednn_build_version().text()},
+                   {"runtime", engine::onednn_runtime_version().runtime},
+                   {"winograd_offered", engine::onednn_offers_winograd()}};
     j["gflop_per_image"] = flops_per_image / 1e9;
     j["gflops"] = flops_per_image * total / 1e9;
     j["memory"] = {{"activations_peak_bytes", report.arena_bytes},

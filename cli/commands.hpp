@@ -36,4 +36,7 @@ struct RunCommand {
   int operator()() const;
 };
 
+// `tfpin --version`: tfpin's version and the Slurm, oneDNN and hwloc versions it was built with.
+std::string version_text();
+
 }  // namespace tfpin::cli

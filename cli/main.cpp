@@ -13,14 +13,10 @@
 #endif
 #include "tfpin/error.hpp"
 
-#ifndef TFPIN_VERSION
-#define TFPIN_VERSION "unknown"
-#endif
-
 int main(int argc, char** argv) {
   using namespace tfpin::cli;
   CLI::App app{"tfpin: pin deep-learning threads to the cores a job was given"};
-  app.set_version_flag("--version", TFPIN_VERSION);
+  app.set_version_flag("--version", version_text);
   app.require_subcommand(1);
 
   ShowCommand show;

@@ -27,28 +27,28 @@ dnnl::memory::dims to_dnnl(const Dims& dims) {
 }
 
 bool is_plain(const md_t& md) {
-  return md.data.format_kind == dnnl_blocked && md.data.format_desc.blocking.inner_nblks == 0;
+  const onednn::Blocking b = onednn::blocking_of(md);
+  return b.blocked && b.inner.empty();
 }
 
 std::string md_string(const md_t& md) {
-  const dnnl_memory_desc_t& d = md.data;
+  const onednn::Blocking b = onednn::blocking_of(md);
   std::string dims;
-  for (int i = 0; i < d.ndims; ++i) dims += fmt::format("{}{}", i ? "x" : "", d.dims[i]);
-  if (d.format_kind != dnnl_blocked)
-    return fmt::format("{} {}", d.format_kind == dnnl_format_kind_any ? "any" : "?", dims);
-  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
-  std::vector<int> order(static_cast<std::size_t>(d.ndims));
-  for (int i = 0; i < d.ndims; ++i) order[static_cast<std::size_t>(i)] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int x, int y) { return b.strides[x] > b.strides[y]; });
+  for (std::size_t i = 0; i < b.dims.size(); ++i) dims += fmt::format("{}{}", i ? "x" : "", b.dims[i]);
+  if (!b.blocked) return fmt::format("{} {}", b.any ? "any" : "?", dims);
+  std::vector<int> order(b.dims.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) {
+    return b.strides[static_cast<std::size_t>(x)] > b.strides[static_cast<std::size_t>(y)];
+  });
   std::string f;
   for (int i : order) {
     bool blocked = false;
-    for (int k = 0; k < b.inner_nblks; ++k) blocked = blocked || b.inner_idxs[k] == i;
+    for (const auto& [index, size] : b.inner) blocked = blocked || index == i;
     f += static_cast<char>((blocked ? 'A' : 'a') + i);
   }
-  for (int k = 0; k < b.inner_nblks; ++k) {
-    f += fmt::format("{}{}", b.inner_blks[k], static_cast<char>('a' + b.inner_idxs[k]));
+  for (const auto& [index, size] : b.inner) {
+    f += fmt::format("{}{}", size, static_cast<char>('a' + index));
   }
   return fmt::format("{} {}", f, dims);
 }
@@ -139,7 +139,7 @@ dnnl::primitive_attr Lowering::attributes(const Node& node) const {
   dnnl::post_ops ops;
   for (const PostOp& p : node.post_ops) {
     if (p.kind == PostOp::Kind::relu) {
-      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      onednn::append_relu(ops);
     } else {
       ops.append_sum(1.0f);
     }

@@ -8,13 +8,13 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ir.hpp"
+#include "onednn_compat.hpp"
 #include "tfpin/engine/runtime.hpp"
 
 namespace tfpin::engine::detail {

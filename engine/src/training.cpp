@@ -154,8 +154,9 @@ int Lowering::gradient_as(int v, const md_t& want) {
     for (const auto& [b, md] : parts) srcs.push_back(reordered(b, md, want, name + ":gradient"));
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::sum::primitive_desc pd(want, std::vector<float>(srcs.size(), 1.0f),
-                                 std::vector<md_t>(srcs.size(), want), engine, attr);
+    const dnnl::sum::primitive_desc pd = onednn::sum(
+        engine, want, std::vector<float>(srcs.size(), 1.0f), std::vector<md_t>(srcs.size(), want),
+        attr);
     buffer = new_arena_buffer(pd.dst_desc(), name + ":gradient_sum");
     Step step;
     step.name = name + ":gradient_sum";

@@ -49,6 +49,13 @@ class BenchOutput(unittest.TestCase):
         self.assertEqual(j["interop"], 1)
         self.assertTrue(j["outputs_finite"])
         self.assertAlmostEqual(j["gflop_per_image"], 1.43, delta=0.05)
+        # The oneDNN it ran with, as `tfpin --version` reports it.
+        v = subprocess.run([TFPIN, "--version"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertRegex(j["onednn"]["version"], r"^[23]\.\d+\.\d+$")
+        self.assertIn(f"oneDNN: {j['onednn']['version']} (OpenMP), built with {j['onednn']['built_with']}",
+                      v.stdout)
+        self.assertIsInstance(j["onednn"]["winograd_offered"], bool)
 
     def test_threads_from_environment_and_flags(self):
         r = bench(*SMALL, "--num_batches", "2", "--json", env={"OMP_NUM_THREADS": "1"})

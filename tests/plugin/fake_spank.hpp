@@ -2,6 +2,7 @@
 // can be driven directly in unit tests. The real Slurm tests (test_slurm_plugin.py) cover the rest.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>

@@ -32,8 +32,8 @@ void lower_add(Lowering& l, int node) {
   const md_t& a_md = l.value_md[static_cast<std::size_t>(a)];
   const md_t& b_md = l.value_md[static_cast<std::size_t>(b)];
   const md_t target = is_plain(a_md) && !is_plain(b_md) ? b_md : a_md;
-  dnnl::binary::desc desc(dnnl::algorithm::binary_add, target, target, target);
-  dnnl::binary::primitive_desc pd(desc, l.attributes(n), l.engine);
+  const dnnl::binary::primitive_desc pd =
+      onednn::binary_add(l.engine, target, target, target, l.attributes(n));
   const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
   Step step;
   step.name = n.name;

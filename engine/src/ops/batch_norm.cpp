@@ -47,9 +47,9 @@ void lower_batch_norm_training(Lowering& l, int node) {
   auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
   if (!n.post_ops.empty()) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
-  dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_training, x_md,
-                                               std::get<BatchNorm>(n.attrs).epsilon, flags);
-  dnnl::batch_normalization_forward::primitive_desc pd(desc, l.attributes(n), l.engine);
+  const dnnl::batch_normalization_forward::primitive_desc pd =
+      onednn::batch_norm_forward(l.engine, dnnl::prop_kind::forward_training, x_md,
+                                 std::get<BatchNorm>(n.attrs).epsilon, flags, l.attributes(n));
   const md_t vec({c}, dnnl::memory::data_type::f32, tag::x);
   ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
   r.pd = pd;
@@ -118,9 +118,9 @@ void lower_batch_norm(Lowering& l, int node) {
                dnnl::normalization_flags::use_shift;
   if (!n.post_ops.empty()) flags = flags | dnnl::normalization_flags::fuse_norm_relu;
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
-  dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, x_md,
-                                               std::get<BatchNorm>(n.attrs).epsilon, flags);
-  dnnl::batch_normalization_forward::primitive_desc pd(desc, l.attributes(n), l.engine);
+  const dnnl::batch_normalization_forward::primitive_desc pd =
+      onednn::batch_norm_forward(l.engine, dnnl::prop_kind::forward_inference, x_md,
+                                 std::get<BatchNorm>(n.attrs).epsilon, flags, l.attributes(n));
   md_t vec({c}, dnnl::memory::data_type::f32, tag::x);
   Step step;
   step.name = n.name;
@@ -151,9 +151,8 @@ void backward_batch_norm(Lowering& l, int node) {
   const int dy = l.gradient_as(n.output, y_md);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::batch_normalization_backward::primitive_desc pd(
-      {dnnl::prop_kind::backward, y_md, r.src_md, std::get<BatchNorm>(n.attrs).epsilon, flags},
-      attr, l.engine, fwd);
+  const dnnl::batch_normalization_backward::primitive_desc pd = onednn::batch_norm_backward(
+      l.engine, y_md, r.src_md, std::get<BatchNorm>(n.attrs).epsilon, flags, fwd, attr);
   Step step;
   step.name = n.name + ":backward";
   step.op = r.workspace >= 0 ? "batch_norm+relu_backward" : "batch_norm_backward";
@@ -163,8 +162,9 @@ void backward_batch_norm(Lowering& l, int node) {
   step.args.push_back(Arg{DNNL_ARG_VARIANCE, r.variance, vec, true, false});
   step.args.push_back(Arg{DNNL_ARG_DIFF_DST, dy, y_md, true, false});
   step.args.push_back(Arg{DNNL_ARG_SCALE, r.weights, vec, true, false});
-  // oneDNN 2.6 refuses to run without the shift too (though the backward does not need it).
-  step.args.push_back(Arg{DNNL_ARG_SHIFT, r.bias, vec, true, false});
+  if (onednn::batch_norm_backward_reads_shift) {
+    step.args.push_back(Arg{DNNL_ARG_SHIFT, r.bias, vec, true, false});
+  }
   if (r.workspace >= 0) {
     step.args.push_back(Arg{DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md, true, false});
   }

@@ -38,7 +38,7 @@ void lower_concat(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   std::vector<md_t> srcs;
   for (int x : n.inputs) srcs.push_back(l.value_md[static_cast<std::size_t>(x)]);
-  dnnl::concat::primitive_desc pd(1, srcs, l.engine, l.attributes(n));
+  const dnnl::concat::primitive_desc pd = onednn::concat(l.engine, 1, srcs, l.attributes(n));
   const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
   Step step;
   step.name = n.name;

@@ -54,6 +54,15 @@ Status infer_convolution(Ir& ir, int node, Dims& out) {
   return {};
 }
 
+namespace {
+
+onednn::Window convolution_window(const Conv2D& a) {
+  return {{a.stride[0], a.stride[1]}, {0, 0}, {a.padding[0], a.padding[1]},
+          {a.padding[2], a.padding[3]}};
+}
+
+}  // namespace
+
 void lower_convolution(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const auto& a = std::get<Conv2D>(n.attrs);
@@ -99,11 +108,10 @@ void lower_convolution(Lowering& l, int node) {
                                         ? dnnl::algorithm::convolution_auto
                                         : dnnl::algorithm::convolution_direct;
   const dnnl::primitive_attr attr = l.attributes(n);
+  const onednn::Window window = convolution_window(a);
   auto make = [&](const md_t& s, const md_t& d) {
-    dnnl::convolution_forward::desc desc(l.forward_kind(), algorithm, s, w_any, b_md, d,
-                                         {a.stride[0], a.stride[1]}, {a.padding[0], a.padding[1]},
-                                         {a.padding[2], a.padding[3]});
-    return dnnl::convolution_forward::primitive_desc(desc, attr, l.engine);
+    return onednn::convolution_forward(l.engine, l.forward_kind(), algorithm, s, w_any, b_md, d,
+                                       window, attr);
   };
   dnnl::convolution_forward::primitive_desc pd;
   // oneDNN's heuristics (convolution_auto) turn Winograd down below a batch of about 4, yet its
@@ -114,10 +122,9 @@ void lower_convolution(Lowering& l, int node) {
                               wd[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1;
   if (winograd_shape) {
     try {
-      dnnl::convolution_forward::desc desc(
-          dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, src_md, w_any,
-          b_md, dst_md, {1, 1}, {a.padding[0], a.padding[1]}, {a.padding[2], a.padding[3]});
-      pd = dnnl::convolution_forward::primitive_desc(desc, attr, l.engine);
+      pd = onednn::convolution_forward(l.engine, dnnl::prop_kind::forward_inference,
+                                       dnnl::algorithm::convolution_winograd, src_md, w_any, b_md,
+                                       dst_md, window, attr);
     } catch (const dnnl::error&) {
       pd = {};  // not available for this shape or layout: direct (or oneDNN's choice) below
     }
@@ -184,9 +191,7 @@ void backward_convolution(Lowering& l, int node) {
   const auto fwd = std::any_cast<dnnl::convolution_forward::primitive_desc>(r.pd);
   const md_t dst_md = fwd.dst_desc();
   const int dy = l.gradient_before_relu(node, dst_md);
-  const dnnl::memory::dims strides{a.stride[0], a.stride[1]};
-  const dnnl::memory::dims pad_l{a.padding[0], a.padding[1]};
-  const dnnl::memory::dims pad_r{a.padding[2], a.padding[3]};
+  const onednn::Window window = convolution_window(a);
   const auto direct = dnnl::algorithm::convolution_direct;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -194,7 +199,7 @@ void backward_convolution(Lowering& l, int node) {
     return std::string(pd.impl_info_str()).find("ref") != std::string::npos;
   };
   const auto any = [](const md_t& md) {
-    return md_t(md.dims(), dnnl::memory::data_type::f32, tag::any);
+    return md_t(onednn::dims_of(md), dnnl::memory::data_type::f32, tag::any);
   };
 
   const int x = n.inputs[0];
@@ -202,8 +207,7 @@ void backward_convolution(Lowering& l, int node) {
     // Ask for the forward's layouts (no reorders); let oneDNN choose when only its reference
     // implementation takes them.
     auto make = [&](const md_t& src, const md_t& w, const md_t& dst) {
-      return dnnl::convolution_backward_data::primitive_desc(
-          {direct, src, w, dst, strides, pad_l, pad_r}, attr, l.engine, fwd);
+      return onednn::convolution_backward_data(l.engine, direct, src, w, dst, window, fwd, attr);
     };
     dnnl::convolution_backward_data::primitive_desc pd;
     try {
@@ -225,8 +229,8 @@ void backward_convolution(Lowering& l, int node) {
   const bool has_bias = r.bias >= 0;
   const md_t b_md = has_bias ? fwd.bias_desc() : md_t();
   auto make = [&](const md_t& src, const md_t& dw, const md_t& dst) {
-    return dnnl::convolution_backward_weights::primitive_desc(
-        {direct, src, dw, b_md, dst, strides, pad_l, pad_r}, attr, l.engine, fwd);
+    return onednn::convolution_backward_weights(l.engine, direct, src, dw, b_md, dst, window, fwd,
+                                                attr);
   };
   dnnl::convolution_backward_weights::primitive_desc pd;
   try {

@@ -46,8 +46,8 @@ void lower_inner_product(Lowering& l, int node) {
   md_t b_md = has_bias ? md_t({wd[0]}, dnnl::memory::data_type::f32, tag::x) : md_t();
   const dnnl::primitive_attr attr = l.attributes(n);
   auto make = [&](const md_t& s) {
-    dnnl::inner_product_forward::desc desc(l.forward_kind(), s, w_any, b_md, any_md(od));
-    return dnnl::inner_product_forward::primitive_desc(desc, attr, l.engine);
+    return onednn::inner_product_forward(l.engine, l.forward_kind(), s, w_any, b_md, any_md(od),
+                                         attr);
   };
   dnnl::inner_product_forward::primitive_desc pd;
   try {
@@ -88,8 +88,8 @@ void backward_inner_product(Lowering& l, int node) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const int x = n.inputs[0];
   if (l.wants_gradient(x)) {
-    dnnl::inner_product_backward_data::primitive_desc pd(
-        {fwd.src_desc(), fwd.weights_desc(), dst_md}, attr, l.engine, fwd);
+    const dnnl::inner_product_backward_data::primitive_desc pd = onednn::inner_product_backward_data(
+        l.engine, fwd.src_desc(), fwd.weights_desc(), dst_md, fwd, attr);
     Step step;
     step.name = n.name + ":backward_data";
     step.op = "inner_product_backward_data";
@@ -99,8 +99,9 @@ void backward_inner_product(Lowering& l, int node) {
   }
   const bool has_bias = r.bias >= 0;
   const md_t b_md = has_bias ? fwd.bias_desc() : md_t();
-  dnnl::inner_product_backward_weights::primitive_desc pd(
-      {fwd.src_desc(), fwd.weights_desc(), b_md, dst_md}, attr, l.engine, fwd);
+  const dnnl::inner_product_backward_weights::primitive_desc pd =
+      onednn::inner_product_backward_weights(l.engine, fwd.src_desc(), fwd.weights_desc(), b_md,
+                                             dst_md, fwd, attr);
   Step step;
   step.name = n.name + ":backward_weights";
   step.op = "inner_product_backward_weights";

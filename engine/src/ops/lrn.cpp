@@ -29,10 +29,8 @@ void lower_lrn(Lowering& l, int node) {
   const auto& a = std::get<Lrn>(n.attrs);
   const int x = n.inputs[0];
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
-  dnnl::lrn_forward::desc desc(dnnl::prop_kind::forward_inference,
-                               dnnl::algorithm::lrn_across_channels, x_md, a.size, a.alpha, a.beta,
-                               a.k);
-  dnnl::lrn_forward::primitive_desc pd(desc, l.attributes(n), l.engine);
+  const dnnl::lrn_forward::primitive_desc pd =
+      onednn::lrn_forward(l.engine, x_md, a.size, a.alpha, a.beta, a.k, l.attributes(n));
   const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
   Step step;
   step.name = n.name;

@@ -53,6 +53,17 @@ Status infer_pooling(Ir& ir, int node, Dims& out) {
   return {};
 }
 
+namespace {
+
+// The node's padding: the attribute's plus what ceil mode adds at the bottom/right.
+onednn::Window pooling_window(const Node& n) {
+  const auto& a = std::get<Pool2D>(n.attrs);
+  return {{a.stride[0], a.stride[1]}, {0, 0}, {n.padding[0], n.padding[1]},
+          {n.padding[2], n.padding[3]}};
+}
+
+}  // namespace
+
 void lower_pooling(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const auto& a = std::get<Pool2D>(n.attrs);
@@ -63,11 +74,9 @@ void lower_pooling(Lowering& l, int node) {
                               : dnnl::algorithm::pooling_avg_exclude_padding;
   }
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
-  dnnl::pooling_forward::desc desc(l.forward_kind(), alg, x_md,
-                                   any_md(value_of(l.ir, n.output).dims),
-                                   {a.stride[0], a.stride[1]}, {a.kernel[0], a.kernel[1]},
-                                   {n.padding[0], n.padding[1]}, {n.padding[2], n.padding[3]});
-  dnnl::pooling_forward::primitive_desc pd(desc, l.attributes(n), l.engine);
+  const dnnl::pooling_forward::primitive_desc pd = onednn::pooling_forward(
+      l.engine, l.forward_kind(), alg, x_md, any_md(value_of(l.ir, n.output).dims),
+      {a.kernel[0], a.kernel[1]}, pooling_window(n), l.attributes(n));
   const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
   Step step;
   step.name = n.name;
@@ -101,14 +110,9 @@ void backward_pooling(Lowering& l, int node) {
   const md_t dst_md = fwd.dst_desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::pooling_backward::primitive_desc pd({alg,
-                                             fwd.src_desc(),
-                                             dst_md,
-                                             {a.stride[0], a.stride[1]},
-                                             {a.kernel[0], a.kernel[1]},
-                                             {n.padding[0], n.padding[1]},
-                                             {n.padding[2], n.padding[3]}},
-                                            attr, l.engine, fwd);
+  const dnnl::pooling_backward::primitive_desc pd =
+      onednn::pooling_backward(l.engine, alg, fwd.src_desc(), dst_md, {a.kernel[0], a.kernel[1]},
+                               pooling_window(n), fwd, attr);
   Step step;
   step.name = n.name + ":backward";
   step.op = std::string(to_string(n.kind)) + "_backward";

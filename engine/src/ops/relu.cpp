@@ -20,8 +20,8 @@ void lower_relu(Lowering& l, int node) {
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
   const auto algorithm =
       l.training() ? dnnl::algorithm::eltwise_relu_use_dst_for_bwd : dnnl::algorithm::eltwise_relu;
-  dnnl::eltwise_forward::desc desc(l.forward_kind(), algorithm, x_md, 0.0f, 0.0f);
-  dnnl::eltwise_forward::primitive_desc pd(desc, l.attributes(n), l.engine);
+  const dnnl::eltwise_forward::primitive_desc pd =
+      onednn::eltwise_forward(l.engine, l.forward_kind(), algorithm, x_md, l.attributes(n));
   const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
   Step step;
   step.name = n.name;
@@ -34,15 +34,13 @@ void lower_relu(Lowering& l, int node) {
 }
 
 int add_relu_backward(Lowering& l, const std::string& name, int y, const md_t& y_md, int dy) {
-  dnnl::eltwise_forward::primitive_desc hint(
-      {dnnl::prop_kind::forward_training, dnnl::algorithm::eltwise_relu_use_dst_for_bwd, y_md, 0.0f,
-       0.0f},
-      l.engine);
+  const auto algorithm = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+  const dnnl::eltwise_forward::primitive_desc hint = onednn::eltwise_forward(
+      l.engine, dnnl::prop_kind::forward_training, algorithm, y_md, dnnl::primitive_attr());
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  dnnl::eltwise_backward::primitive_desc pd(
-      {dnnl::algorithm::eltwise_relu_use_dst_for_bwd, y_md, y_md, 0.0f, 0.0f}, attr, l.engine,
-      hint);
+  const dnnl::eltwise_backward::primitive_desc pd =
+      onednn::eltwise_backward(l.engine, algorithm, y_md, y_md, hint, attr);
   const int dx = l.new_arena_buffer(pd.diff_src_desc(), name + ":diff_src");
   Step step;
   step.name = name + ":relu_backward";

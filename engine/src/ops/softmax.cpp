@@ -14,8 +14,8 @@ void lower_softmax(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
-  dnnl::softmax_forward::desc desc(dnnl::prop_kind::forward_inference, x_md, 1);
-  dnnl::softmax_forward::primitive_desc pd(desc, l.attributes(n), l.engine);
+  const dnnl::softmax_forward::primitive_desc pd =
+      onednn::softmax_forward(l.engine, x_md, 1, l.attributes(n));
   const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
   Step step;
   step.name = n.name;

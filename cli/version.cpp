@@ -1,0 +1,49 @@
+// `tfpin --version`: tfpin's version and what it was built with, so a site admin can tell which
+// Slurm release the plugin next to this command was compiled for.
+#include <fmt/format.h>
+#include <hwloc.h>
+
+#include <string>
+
+#include "commands.hpp"
+#ifdef TFPIN_HAVE_ENGINE
+#include "tfpin/engine/version.hpp"
+#endif
+
+#ifndef TFPIN_VERSION
+#define TFPIN_VERSION "unknown"
+#endif
+
+namespace tfpin::cli {
+
+namespace {
+
+std::string hwloc_text(unsigned v) {
+  return fmt::format("{}.{}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff);
+}
+
+}  // namespace
+
+std::string version_text() {
+  std::string text = fmt::format("tfpin {}\n", TFPIN_VERSION);
+#ifdef TFPIN_SLURM_VERSION
+  text += fmt::format("Slurm headers: {} (the SPANK plugin loads into this Slurm release only)\n",
+                      TFPIN_SLURM_VERSION);
+#else
+  text += "Slurm headers: none (built without the SPANK plugin)\n";
+#endif
+#ifdef TFPIN_HAVE_ENGINE
+  const engine::LibraryVersion built = engine::onednn_build_version();
+  const engine::LibraryVersion loaded = engine::onednn_runtime_version();
+  text += fmt::format("oneDNN: {} ({}), built with {}\n", loaded.text(), loaded.runtime,
+                      built.text());
+#else
+  text += "oneDNN: none (built without the engine)\n";
+#endif
+  // The release of the headers; the loaded library only tells its API level.
+  text += fmt::format("hwloc: {} (library API {})", HWLOC_VERSION,
+                      hwloc_text(hwloc_get_api_version()));
+  return text;
+}
+
+}  // namespace tfpin::cli

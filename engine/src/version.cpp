@@ -1,0 +1,54 @@
+#include "tfpin/engine/version.hpp"
+
+#include <fmt/format.h>
+
+#include "onednn_compat.hpp"
+
+namespace tfpin::engine {
+
+namespace onednn = detail::onednn;
+
+namespace {
+
+std::string runtime_name(unsigned runtime) {
+  switch (runtime) {
+    case DNNL_RUNTIME_OMP: return "OpenMP";
+    case DNNL_RUNTIME_TBB: return "TBB";
+    case DNNL_RUNTIME_SEQ: return "sequential";
+    case DNNL_RUNTIME_THREADPOOL: return "threadpool";
+    default: return "other";
+  }
+}
+
+}  // namespace
+
+std::string LibraryVersion::text() const { return fmt::format("{}.{}.{}", major, minor, patch); }
+
+LibraryVersion onednn_runtime_version() {
+  const dnnl_version_t* v = dnnl_version();
+  return {v->major, v->minor, v->patch, runtime_name(v->cpu_runtime)};
+}
+
+LibraryVersion onednn_build_version() {
+  return {DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, DNNL_VERSION_PATCH,
+          runtime_name(DNNL_CPU_RUNTIME)};
+}
+
+bool onednn_offers_winograd() {
+  using tag = dnnl::memory::format_tag;
+  const auto f32 = dnnl::memory::data_type::f32;
+  try {
+    const dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
+    const onednn::md_t data({4, 64, 14, 14}, f32, tag::any);
+    const onednn::md_t weights({64, 64, 3, 3}, f32, tag::any);
+    onednn::convolution_forward(cpu, dnnl::prop_kind::forward_inference,
+                                dnnl::algorithm::convolution_winograd, data, weights,
+                                onednn::md_t(), data, {{1, 1}, {0, 0}, {1, 1}, {1, 1}},
+                                dnnl::primitive_attr());
+    return true;
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+}  // namespace tfpin::engine
