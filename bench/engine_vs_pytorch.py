@@ -16,10 +16,23 @@ The fair PyTorch baseline (DESIGN.md, "Performance goals in force"): Debian's Op
 libblas.so.3 and OPENBLAS_CORETYPE=SKYLAKEX (OpenBLAS 0.3.21 does not recognise this CPU). Install
 with `scripts/setup --bench`. Standard library only.
 
+--root DIR (a Debian 13 root made by bench/peer-root) adds the current releases' peers, each run
+inside that root with chroot, one after another with the same batch and threads:
+  torch2.6-eager    PyTorch 2.6, channels_last, torch.inference_mode (training: train mode, SGD)
+  torch2.6-compile  torch.compile with inductor freezing (inference only)
+  ort-cpu           ONNX Runtime 1.21, CPU execution provider, model from torch.onnx.export opset 17
+  ort-dnnl          ONNX Runtime 1.21, oneDNN execution provider (same model)
+and `tfpin bench` built inside the root against oneDNN 3.x next to this tree's build. Facts that
+shape the runner: Debian 13's torch asserts on max_pool2d in TorchScript outside inference mode and
+its NNC fuser hangs in LLVM code generation (switched off); it sends small-batch 1x1 convolutions to
+BLAS, so the root has Debian's OpenMP OpenBLAS (libopenblas0-openmp).
+
     bench/engine_vs_pytorch.py --models resnet50,googlenet --batch_size 32 --threads 2
     bench/engine_vs_pytorch.py --train --models resnet50 --batch_size 32 --rounds 3
+    bench/peer-root /var/tmp/peers && bench/engine_vs_pytorch.py --root /var/tmp/peers --rounds 3
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -145,6 +158,127 @@ print(json.dumps({"images_per_sec": batch * steps / sum(times), "best_step": bat
                   "torch": torch.__version__, "blas": torch.__config__.show().count("BLAS_INFO=open")}))
 """
 
+# Runs inside the Debian 13 root (PyTorch 2.6, ONNX Runtime 1.21): one peer, one model.
+PEER_RUNNER = r"""
+import json, os, sys, time
+peer, model_name, batch, threads, steps, warmup, train = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]), sys.argv[7] == "1"
+import torch, torchvision
+torch.set_num_threads(threads)
+torch._C._jit_set_texpr_fuser_enabled(False)  # Debian 13's NNC hangs in LLVMCodeGen
+m = torchvision.models
+build = {
+    "resnet50": lambda: m.resnet50(weights=None),
+    "inception3": lambda: m.inception_v3(weights=None, aux_logits=not train, init_weights=False),
+    "vgg16": lambda: m.vgg16(weights=None),
+    "googlenet": lambda: m.googlenet(weights=None, aux_logits=False, init_weights=False),
+    "alexnet": lambda: m.alexnet(weights=None),
+}[model_name]
+size = 299 if model_name == "inception3" else 224
+torch.manual_seed(0)
+x = torch.randn(batch, 3, size, size)
+xc = x.to(memory_format=torch.channels_last)
+detail = {}
+if train:
+    net = build().train().to(memory_format=torch.channels_last)
+    labels = torch.tensor([(i * 7919) % 1000 for i in range(batch)])
+    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    lossf = torch.nn.CrossEntropyLoss()
+    def run():
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(net(xc), labels)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    mode = torch.enable_grad
+else:
+    net = build().eval()
+    mode = torch.inference_mode
+    if peer == "torch2.6-eager":
+        net = net.to(memory_format=torch.channels_last)
+        run = lambda: net(xc)
+    elif peer == "torch2.6-compile":
+        import torch._inductor.config as inductor
+        inductor.freezing = True
+        net = net.to(memory_format=torch.channels_last)
+        compiled = torch.compile(net)
+        run = lambda: compiled(xc)
+    else:
+        import onnxruntime as ort
+        path = f"/tmp/tfpin-peers/{model_name}-{batch}.onnx"
+        if not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with torch.no_grad():
+                torch.onnx.export(net, x, path + ".part", opset_version=17, input_names=["x"],
+                                  output_names=["y"], dynamo=False)
+            os.replace(path + ".part", path)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        provider = "DnnlExecutionProvider" if peer == "ort-dnnl" else "CPUExecutionProvider"
+        if provider not in ort.get_available_providers():
+            raise SystemExit(f"{provider} not available: {ort.get_available_providers()}")
+        session = ort.InferenceSession(path, options, providers=[provider, "CPUExecutionProvider"])
+        detail["providers"] = session.get_providers()
+        detail["onnxruntime"] = ort.__version__
+        feed = {"x": x.numpy()}
+        run = lambda: torch.from_numpy(session.run(None, feed)[0])
+with mode():
+    for _ in range(warmup):
+        y = run()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        y = run()
+        times.append(time.perf_counter() - t0)
+out = y[0] if isinstance(y, tuple) else y
+print(json.dumps({"images_per_sec": batch * steps / sum(times), "best_step": batch / min(times),
+                  "finite": bool(torch.isfinite(out).all()), "torch": torch.__version__, **detail}))
+"""
+PEERS_IN_ROOT = ["torch2.6-eager", "torch2.6-compile", "ort-cpu", "ort-dnnl"]
+ROOT_TFPIN = "/opt/tfpin-build/cli/tfpin"
+
+
+class Root:
+    """A Debian root with /proc, /sys and /dev mounted while in use (unmounted on every exit)."""
+
+    def __init__(self, path):
+        self.path = Path(path).resolve()
+        self.mounted = []
+
+    def __enter__(self):
+        for what, args in (("proc", ["-t", "proc", "proc"]), ("sys", ["--bind", "/sys"]),
+                           ("dev", ["--bind", "/dev"])):
+            target = self.path / what
+            if subprocess.run(["mountpoint", "-q", str(target)]).returncode == 0:
+                continue
+            subprocess.run(["mount", *args, str(target)], check=True)
+            self.mounted.append(target)
+        return self
+
+    def __exit__(self, *exc):
+        for target in reversed(self.mounted):
+            subprocess.run(["umount", "-l", str(target)])
+        self.mounted = []
+
+    def command(self, *argv):
+        return ["chroot", str(self.path), *argv]
+
+
+def run_peer(root, peer, model, args):
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
+           "OMP_NUM_THREADS": str(args.threads), "OPENBLAS_NUM_THREADS": str(args.threads),
+           "OPENBLAS_CORETYPE": "SKYLAKEX"}
+    steps = str(max(3, args.num_batches // 2))
+    res = subprocess.run(root.command("/usr/bin/python3", "-c", PEER_RUNNER, peer, model,
+                                      str(args.batch_size), str(args.threads), steps,
+                                      str(max(2, args.num_warmup_batches)),
+                                      "1" if args.train else "0"),
+                         capture_output=True, text=True, env=env)
+    if res.returncode != 0:
+        raise RuntimeError(f"{peer} {model} failed: {res.stderr.strip()[-2000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
 
 def allowed_cpus():
     return sorted(os.sched_getaffinity(0))
@@ -182,8 +316,8 @@ def blas_alternative():
     return "unknown"
 
 
-def run_tfpin(exe, model, args):
-    cmd = [str(exe), "bench", "--model", model, "--batch_size", str(args.batch_size),
+def run_tfpin(exe, model, args, prefix=()):
+    cmd = [*prefix, str(exe), "bench", "--model", model, "--batch_size", str(args.batch_size),
            "--num_batches", str(args.num_batches), "--num_warmup_batches", str(args.num_warmup_batches),
            "--num_intra_threads", str(args.threads // args.interop), "--num_inter_threads", str(args.interop),
            "--data_format", "NHWC", "--json"] + ([] if args.train else ["--forward_only"])
@@ -216,12 +350,17 @@ def main():
     p.add_argument("--num_batches", type=int, default=20)
     p.add_argument("--num_warmup_batches", type=int, default=3)
     p.add_argument("--tfpin", default=str(ROOT / "build" / "cli" / "tfpin"), help="the tfpin executable")
-    p.add_argument("--no-torch", action="store_true", help="only tfpin (and the FMA peak)")
+    p.add_argument("--no-torch", action="store_true", help="no PyTorch 1.13 from this machine")
+    p.add_argument("--root", metavar="DIR",
+                   help="a Debian 13 root from bench/peer-root: adds PyTorch 2.6, ONNX Runtime 1.21 and "
+                        "tfpin on oneDNN 3.x")
+    p.add_argument("--peers", default=",".join(PEERS_IN_ROOT),
+                   help=f"peers to run in --root (default: {','.join(PEERS_IN_ROOT)})")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--train", action="store_true",
                    help="training steps (forward, backward, SGD) instead of inference")
     p.add_argument("--rounds", type=int, default=1,
-                   help="run tfpin and PyTorch this many times, interleaved; report medians")
+                   help="run every runner this many times, interleaved; report medians")
     args = p.parse_args()
     models = [m for m in args.models.split(",") if m]
     for m in models:
@@ -229,68 +368,114 @@ def main():
             p.error(f"--models: unknown model '{m}' (valid: {', '.join(MODELS)})")
     if args.threads < 1 or args.threads % args.interop:
         p.error(f"--threads={args.threads} must be a positive multiple of --interop={args.interop}")
+    if args.rounds < 1:
+        p.error(f"--rounds={args.rounds} must be at least 1")
+    peers = [x for x in args.peers.split(",") if x]
+    for x in peers:
+        if x not in PEERS_IN_ROOT:
+            p.error(f"--peers: unknown peer '{x}' (valid: {', '.join(PEERS_IN_ROOT)})")
+    if args.train:
+        peers = [x for x in peers if x == "torch2.6-eager"]  # the others are inference engines
+    if args.root and not (Path(args.root) / "usr/bin/python3").exists():
+        p.error(f"--root={args.root} is not a root made by bench/peer-root (no usr/bin/python3)")
+    if os.geteuid() != 0 and args.root:
+        p.error("--root needs root (chroot)")
 
     with tempfile.TemporaryDirectory() as tmp:
         peak = fma_peak(args.threads, tmp)
-    blas = blas_alternative()
-    torch_ok = not args.no_torch
-    if torch_ok:
-        probe = subprocess.run([TORCH_PYTHON, "-c", "import torch, torchvision"], capture_output=True)
-        if probe.returncode != 0:
-            print("PyTorch/torchvision not importable: run scripts/setup --bench (skipping PyTorch)", file=sys.stderr)
-            torch_ok = False
-    if args.rounds < 1:
-        p.error(f"--rounds={args.rounds} must be at least 1")
-    print(f"{'training' if args.train else 'inference'}: "
-          f"threads {args.threads} (tfpin inter-op {args.interop}), batch {args.batch_size}, "
-          f"FMA peak {peak:.0f} GFLOP/s" if peak else "FMA peak: not measured")
-    if torch_ok:
-        print(f"PyTorch: OPENBLAS_CORETYPE=SKYLAKEX, channels_last, libblas.so.3 -> {blas}"
-              + ("" if "openblas" in blas else "  (WARNING: not OpenBLAS: the baseline is unfairly slow)"))
-    print("(% peak: direct-convolution FLOPs per image x images/sec over the FMA peak; Winograd does "
-          "fewer multiplications, so it can pass 100%" + ("; training counts 3x the forward)" if args.train else ")"))
-    print("(best: the fastest step, which other load on a shared machine cannot inflate)")
-    if args.rounds > 1:
-        print(f"(img/s and best: medians of {args.rounds} interleaved rounds)")
-    header = f"{'model':<11} {'GFLOP/img':>9} {'tfpin img/s':>11} {'best':>7} {'% peak':>6}"
-    if torch_ok:
-        header += f" {'torch img/s':>11} {'best':>7} {'% peak':>6} {'tfpin/torch':>11}"
-    print(header)
-    results = []
-    median = lambda values: statistics.median(values)
-    for model in models:
-        mine_runs, theirs_runs = [], []
-        for _ in range(args.rounds):
-            mine_runs.append(run_tfpin(args.tfpin, model, args))
-            if torch_ok:
-                theirs_runs.append(run_torch(model, args))
-        mine = mine_runs[-1]
-        mine_ips = median([r["images_per_sec"] for r in mine_runs])
-        mine_best = median([r["step_images_per_sec"]["best"] for r in mine_runs])
-        row = {"model": model, "mode": "training" if args.train else "inference",
-               "batch_size": args.batch_size, "threads": args.threads, "interop": args.interop,
-               "rounds": args.rounds, "gflop_per_image": mine["gflop_per_image"],
-               "tfpin_images_per_sec": mine_ips, "tfpin_runs": [r["images_per_sec"] for r in mine_runs],
-               "fma_peak_gflops": peak}
-        gflop = mine["gflop_per_image"]
-        pct = lambda ips: 100.0 * ips * gflop / peak if peak else float("nan")
-        row["tfpin_best_step"] = mine_best
-        line = (f"{model:<11} {gflop:9.2f} {mine_ips:11.2f} {mine_best:7.2f}"
-                f" {pct(mine_ips):6.1f}")
-        if torch_ok:
-            theirs_ips = median([r["images_per_sec"] for r in theirs_runs])
-            theirs_best = median([r["best_step"] for r in theirs_runs])
-            row["torch_images_per_sec"] = theirs_ips
-            row["torch_runs"] = [r["images_per_sec"] for r in theirs_runs]
-            row["torch_best_step"] = theirs_best
-            # The ratio of each interleaved pair, then their median: both saw the same load.
-            row["ratio"] = median([a["images_per_sec"] / b["images_per_sec"]
-                                   for a, b in zip(mine_runs, theirs_runs)])
-            line += (f" {theirs_ips:11.2f} {theirs_best:7.2f}"
-                     f" {pct(theirs_ips):6.1f}"
-                     f" {row['ratio']:11.2f}")
-        results.append(row)
-        print(line, flush=True)
+    with contextlib.ExitStack() as stack:
+        root = stack.enter_context(Root(args.root)) if args.root else None
+        # (label, kind, function) in the order they run in each round.
+        runners = [("tfpin", "tfpin", lambda model: run_tfpin(args.tfpin, model, args))]
+        if root and (root.path / ROOT_TFPIN.lstrip("/")).exists():
+            runners.append(("tfpin-root", "tfpin",
+                            lambda model: run_tfpin(ROOT_TFPIN, model, args, prefix=root.command())))
+        if not args.no_torch:
+            probe = subprocess.run([TORCH_PYTHON, "-c", "import torch, torchvision"], capture_output=True)
+            if probe.returncode == 0:
+                runners.append(("torch1.13", "peer", lambda model: run_torch(model, args)))
+                blas = blas_alternative()
+                print(f"torch1.13: OPENBLAS_CORETYPE=SKYLAKEX, channels_last, libblas.so.3 -> {blas}"
+                      + ("" if "openblas" in blas else "  (WARNING: not OpenBLAS: the baseline is unfairly slow)"))
+            else:
+                print("torch1.13: PyTorch/torchvision not importable here: run scripts/setup --bench (skipped)",
+                      file=sys.stderr)
+        for peer in peers if root else []:
+            runners.append((peer, "peer", lambda model, peer=peer: run_peer(root, peer, model, args)))
+
+        # Versions each tfpin runs with, as it reports them.
+        labels = {}
+        for label, kind, _ in runners:
+            if kind != "tfpin":
+                continue
+            exe = args.tfpin if label == "tfpin" else ROOT_TFPIN
+            cmd = ([*root.command(), exe] if label == "tfpin-root" else [exe]) + ["--version"]
+            out = subprocess.run(cmd, capture_output=True, text=True).stdout
+            onednn = next((l.split(":", 1)[1].split("(")[0].strip() for l in out.splitlines()
+                           if l.startswith("oneDNN:")), "?")
+            labels[label] = f"{label} (oneDNN {onednn})"
+        print(f"{'training' if args.train else 'inference'}: threads {args.threads} "
+              f"(tfpin inter-op {args.interop}), batch {args.batch_size}, "
+              + (f"FMA peak {peak:.0f} GFLOP/s" if peak else "FMA peak: not measured"))
+        print("(% peak: direct-convolution FLOPs per image x images/sec over the FMA peak; Winograd does "
+              "fewer multiplications, so it can pass 100%" + ("; training counts 3x the forward)" if args.train else ")"))
+        print("(best: the fastest step, which other load on a shared machine cannot inflate; "
+              "tfpin/x: the best tfpin over this runner, median of the per-round ratios)")
+        if args.rounds > 1:
+            print(f"(img/s and best: medians of {args.rounds} interleaved rounds)")
+        results = []
+        for model in models:
+            runs = {label: [] for label, _, _ in runners}
+            errors = {}
+            for _ in range(args.rounds):
+                for label, _, fn in runners:
+                    if label in errors:
+                        continue
+                    try:
+                        runs[label].append(fn(model))
+                    except RuntimeError as e:
+                        errors[label] = str(e)
+            gflop = next((r[0]["gflop_per_image"] for label, r in runs.items()
+                          if r and "gflop_per_image" in r[0]), None)
+            if gflop is None:
+                print(f"{model}: tfpin failed: {errors}", file=sys.stderr)
+                continue
+            ips = lambda r: r["images_per_sec"]
+            best = lambda r: r["step_images_per_sec"]["best"] if "step_images_per_sec" in r else r["best_step"]
+            pct = lambda v: 100.0 * v * gflop / peak if peak else float("nan")
+            tfpin_labels = [label for label, kind, _ in runners if kind == "tfpin" and runs[label]]
+            # Per round: the faster tfpin; ratios of it to each runner, then the median.
+            best_tfpin = [max(runs[label][k]["images_per_sec"] for label in tfpin_labels)
+                          for k in range(min(len(runs[label]) for label in tfpin_labels))]
+            print(f"\n{model}  ({gflop:.2f} GFLOP/image)")
+            print(f"  {'runner':<30} {'img/s':>8} {'best':>8} {'% peak':>7} {'tfpin/x':>8}")
+            row = {"model": model, "mode": "training" if args.train else "inference",
+                   "batch_size": args.batch_size, "threads": args.threads, "interop": args.interop,
+                   "rounds": args.rounds, "gflop_per_image": gflop, "fma_peak_gflops": peak, "runners": {}}
+            best_peer = None
+            for label, kind, _ in runners:
+                name = labels.get(label, label)
+                if label in errors and not runs[label]:
+                    print(f"  {name:<30} FAILED: {errors[label][-300:]}")
+                    row["runners"][label] = {"error": errors[label]}
+                    continue
+                r = runs[label]
+                med = statistics.median([ips(x) for x in r])
+                ratio = statistics.median([t / ips(x) for t, x in zip(best_tfpin, r)])
+                print(f"  {name:<30} {med:8.2f} {statistics.median([best(x) for x in r]):8.2f}"
+                      f" {pct(med):7.1f} {ratio:8.2f}")
+                row["runners"][label] = {"label": name, "kind": kind, "images_per_sec": med,
+                                         "runs": [ips(x) for x in r], "ratio_best_tfpin": ratio,
+                                         "percent_peak": pct(med),
+                                         **({"detail": r[-1]} if kind == "peer" else {})}
+                if kind == "peer" and (best_peer is None or med > best_peer[1]):
+                    best_peer = (label, med, ratio)
+            if best_peer:
+                print(f"  best tfpin / best peer ({best_peer[0]}): {best_peer[2]:.2f}")
+                row["best_peer"] = best_peer[0]
+                row["ratio_best_peer"] = best_peer[2]
+            results.append(row)
+            sys.stdout.flush()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
