@@ -4,8 +4,13 @@ and metadata checked, installed into a scratch root with rpm --root, and the ins
 (not the build tree's) run under a real private Slurm; then an upgrade over an admin-edited config.
 
 Environment: SOURCE_ROOT (the tree to package), SHIM_PROBE (the shim tests' OpenMP probe),
-WORK_DIR (where the RPMs and the scratch root go; kept for inspection)."""
+WORK_DIR (where the RPMs and the scratch root go; kept for inspection), ENGINE_BUILT (1 when the
+meson build running this test has the oneDNN engine, 0 when not: the package must match; unset: it
+must match whether oneDNN's headers are installed)."""
+import bz2
+import gzip
 import json
+import lzma
 import os
 import re
 import shutil
@@ -22,6 +27,13 @@ SOURCE_ROOT = Path(os.environ.get("SOURCE_ROOT", HERE.parents[1]))
 SHIM_PROBE = os.environ.get("SHIM_PROBE", "")
 WORK_DIR = Path(os.environ.get("WORK_DIR", "/tmp/tfpin-rpm-test"))
 ROOT = WORK_DIR / "root"
+if os.environ.get("ENGINE_BUILT") in ("0", "1"):
+    ENGINE = os.environ["ENGINE_BUILT"] == "1"
+else:
+    ENGINE = Path("/usr/include/oneapi/dnnl/dnnl.hpp").exists()
+# The spec's default (-Dengine=auto) must build the engine wherever oneDNN is installed; a tree
+# configured without the engine gets a package without it (build-rpm --engine disabled).
+ENGINE_OPTION = "auto" if ENGINE else "disabled"
 
 # The layout of an RPM-based Slurm site (SchedMD's slurm.spec: plugins in LIBDIR/slurm, config in
 # /etc/slurm).
@@ -37,13 +49,15 @@ EXPECTED_FILES = {
     "/usr/share/doc/tfpin",
     "/usr/share/doc/tfpin/LICENSE",
     "/usr/share/doc/tfpin/README.md",
-    "/usr/share/doc/tfpin/engine.md",
     "/usr/share/doc/tfpin/shim.md",
     "/usr/share/doc/tfpin/examples",
     "/usr/share/doc/tfpin/examples/demo.sbatch",
     "/usr/share/doc/tfpin/examples/resnet-2lanes.sbatch",
     "/usr/share/doc/tfpin/examples/workers-per-socket.sbatch",
-}
+} | ({"/usr/share/doc/tfpin/engine.md"} if ENGINE else set())
+MAN_PAGES = ("/usr/share/man/man1/tfpin.1", "/usr/share/man/man8/tfpin-plugin.8")
+# rpmbuild's brp-compress compresses man pages as the platform chose (Debian 13's rpm: gzip).
+MAN_COMPRESSION = ("", ".gz", ".bz2", ".xz", ".zst")
 CONF = "/etc/slurm/plugstack.conf.d/tfpin.conf"
 INSTALLED_PLUGIN = ROOT / "usr/lib64/slurm/tfpin.so"
 INSTALLED_SHIM = ROOT / "usr/lib64/tfpin/libtfpin-shim.so"
@@ -59,7 +73,7 @@ def run(argv, **kw):
 
 def build_rpm(release):
     r = run([SOURCE_ROOT / "packaging/build-rpm", "--topdir", WORK_DIR / f"rpmbuild-{release}",
-             "--release", release])
+             "--release", release, "--engine", ENGINE_OPTION])
     if r.returncode != 0:
         raise AssertionError(f"build-rpm --release {release} failed:\n{r.stderr[-4000:]}")
     return Path(r.stdout.strip().splitlines()[-1])
@@ -78,6 +92,28 @@ def slurm_major():
 
 def meson_version():
     return re.search(r"version:\s*'([^']+)'", (SOURCE_ROOT / "meson.build").read_text()).group(1)
+
+
+def man_page_text(path):
+    """The troff source of an installed man page, through the decompressor its suffix names."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.decompress(path.read_bytes()).decode()
+    if path.suffix == ".bz2":
+        return bz2.decompress(path.read_bytes()).decode()
+    if path.suffix == ".xz":
+        return lzma.decompress(path.read_bytes()).decode()
+    if path.suffix == ".zst":
+        return run(["zstd", "-dc", path], check=True).stdout
+    return path.read_text()
+
+
+def split_man_suffix(name):
+    """(name without compression suffix, suffix) for an installed man page path."""
+    for suffix in MAN_COMPRESSION[1:]:
+        if name.endswith(suffix):
+            return name[:-len(suffix)], suffix
+    return name, ""
 
 
 def needed_sonames(path):
@@ -102,14 +138,25 @@ class Rpm(unittest.TestCase):
         listed = set(run(["rpm", "-qlp", self.rpm1], check=True).stdout.split())
         # rpmbuild adds /usr/lib/.build-id links for each ELF file: not ours to list.
         ours = {f for f in listed if not f.startswith("/usr/lib/.build-id")}
+        # Man pages as brp-compress left them: both compressed the same way (or neither).
+        suffixes = {}
+        for f in sorted(ours):
+            if f.startswith("/usr/share/man/"):
+                ours.discard(f)
+                name, suffixes[name] = split_man_suffix(f)
+                ours.add(name)
         self.assertEqual(ours, EXPECTED_FILES)
+        self.assertEqual(len(set(suffixes.values())), 1, suffixes)
+        # The engine is in the package exactly when it was built (its notes here; oneDNN linked and
+        # required: test_1_metadata; bench and tune: test_3_man_pages...).
+        self.assertEqual("/usr/share/doc/tfpin/engine.md" in ours, ENGINE)
 
     def test_1_meson_install_gives_the_same_layout(self):
         # Configure (not build) with the spec's options and ask meson what it would install.
         builddir = WORK_DIR / "meson-layout"
         r = run(["meson", "setup", builddir, SOURCE_ROOT, "--prefix=/usr", "--libdir=/usr/lib64",
                  "--sysconfdir=/etc", "-Dtests=disabled", "-Dslurm_plugindir=/usr/lib64/slurm",
-                 "-Dslurm_confdir=/etc/slurm"])
+                 "-Dslurm_confdir=/etc/slurm", f"-Dengine={ENGINE_OPTION}"])
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-3000:])
         installed = json.loads(run(["meson", "introspect", builddir, "--installed"], check=True).stdout)
         files = set(installed.values())
@@ -134,6 +181,10 @@ class Rpm(unittest.TestCase):
                     continue
                 self.assertIn(f"{soname}()(64bit)", requires, f"{binary} needs {soname}")
         self.assertEqual(needed_sonames(extract / "usr/lib64/tfpin/libtfpin-shim.so"), {"libc.so.6"})
+        # oneDNN is linked and required exactly when the engine was built.
+        self.assertEqual(any(s.startswith("libdnnl.so") for s in needed_sonames(extract / "usr/bin/tfpin")),
+                         ENGINE)
+        self.assertEqual(any(r.startswith("libdnnl.so") for r in requires), ENGINE, sorted(requires))
 
     def test_1_config_is_noreplace(self):
         flags = dict(line.split(" ", 1) for line in query(
@@ -166,8 +217,17 @@ class Rpm(unittest.TestCase):
 
     def test_3_man_pages_render_and_cover_everything(self):
         pages = {}
-        for page in ("man1/tfpin.1", "man8/tfpin-plugin.8"):
-            r = run(["man", "--warnings", "--nh", "--nj", "-l", ROOT / "usr/share/man" / page],
+        plain_dir = WORK_DIR / "man"
+        plain_dir.mkdir(exist_ok=True)
+        for path in MAN_PAGES:
+            installed = [p for p in (ROOT / path.lstrip("/")).parent.iterdir()
+                         if split_man_suffix(str(p))[0] == str(ROOT / path.lstrip("/"))]
+            self.assertEqual(len(installed), 1, f"{path}: {installed}")
+            # Rendered from the decompressed source: this checks the page, not man's decompressors.
+            source = plain_dir / Path(path).name
+            source.write_text(man_page_text(installed[0]))
+            page = f"{Path(path).parent.name}/{Path(path).name}"
+            r = run(["man", "--warnings", "--nh", "--nj", "-l", source],
                     env=dict(os.environ, MANWIDTH="200", LC_ALL="C.UTF-8", MAN_KEEP_FORMATTING="0"))
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(r.stderr, "", f"{page}: groff warnings")
@@ -175,14 +235,21 @@ class Rpm(unittest.TestCase):
             plain = re.sub(r".\x08", "", r.stdout).replace("\u2010", "-")
             self.assertNotRegex(plain, r"@[A-Z_]+@", f"{page}: unsubstituted @VAR@")
             pages[page] = re.sub(r"\s+", " ", plain)
-        # tfpin(1): every option of every subcommand the installed tfpin has.
-        subcommands = re.findall(r"^  (\w+) ", run([INSTALLED_TFPIN, "--help"]).stdout.split("Subcommands:")[1],
-                                 re.M)
-        self.assertGreaterEqual(len(subcommands), 3)
+        # tfpin(1): every option of every subcommand the installed tfpin has; bench and tune are
+        # there exactly when the engine was built.
+        # (CLI11 before 2.4 heads the list "Subcommands:", later releases "SUBCOMMANDS:")
+        help_text = run([INSTALLED_TFPIN, "--help"]).stdout
+        parts = re.split(r"^subcommands:\s*$", help_text, flags=re.M | re.I)
+        self.assertEqual(len(parts), 2, help_text)
+        subcommands = re.findall(r"^  (\w+) ", parts[1], re.M)
+        self.assertTrue({"show", "run"} <= set(subcommands), subcommands)
+        self.assertEqual("bench" in subcommands, ENGINE, subcommands)
+        self.assertEqual("tune" in subcommands, ENGINE, subcommands)
         for sub in subcommands:
             self.assertIn(f"tfpin {sub}", pages["man1/tfpin.1"])
             help_text = run([INSTALLED_TFPIN, sub, "--help"]).stdout
-            for option in re.findall(r"^\s+(?:-\w,)?(--[\w-]+)", help_text, re.M):
+            # ("-v, --verbose" in CLI11 2.1, "-v,     --verbose" in 2.6)
+            for option in re.findall(r"^\s+(?:-\w,\s*)?(--[\w-]+)", help_text, re.M):
                 if option != "--help":
                     self.assertIn(option, pages["man1/tfpin.1"], f"tfpin {sub} {option} undocumented")
         # tfpin-plugin(8): every site key of the installed snippet and every job option.

@@ -55,6 +55,17 @@ TERMINAL_STATES = {
 # unix socket paths are limited to 108 bytes (sun_path)
 _MAX_SOCKET_PATH = 100
 
+# error:/fatal: lines that Debian's Slurm daemons log on every start of this harness and that say
+# nothing about its configuration; log_errors() leaves these out and reports every other one.
+KNOWN_LOG_NOISE = (
+    # Slurm loads every MPI plugin at start; Debian's mpi/pmix needs libpmix, which the Slurm
+    # packages do not pull in (MpiDefault=none: no job uses it).
+    re.compile(r"mpi/pmix|pmi/pmix"),
+    # A fresh StateSaveLocation has no saved state to restore yet.
+    re.compile(r"Could not open \w+ state file|NOTE: Trying backup state save file"),
+)
+_LOG_PROBLEM = re.compile(r"\b(error|fatal): ")
+
 
 def missing_binaries() -> list[str]:
     """Names of the programs the harness needs that are not installed."""
@@ -576,7 +587,10 @@ class LocalSlurm:
             "BatchStartTimeout=10",
             "InactiveLimit=0",
             "KillWait=2",
-            "UnkillableStepTimeout=10",
+            # Slurm >= 24.11 wants it at least 5x MessageTimeout (else nodes may go down with
+            # "KillTaskFailed" and slurmctld/slurmd log an error); only matters for a process
+            # that survives SIGKILL.
+            "UnkillableStepTimeout=30",
             "MinJobAge=300",  # no accounting: finished jobs stay visible to scontrol
             "MaxJobCount=10000",
         ]
@@ -829,6 +843,23 @@ class LocalSlurm:
 
     def slurmd_log(self, node: str = "n1") -> str:
         return _read(self.tmpdir / "log" / f"slurmd.{node}.log")
+
+    def log_errors(self) -> list[str]:
+        """The error:/fatal: lines of slurmctld's and every slurmd's output so far, except
+        KNOWN_LOG_NOISE: after start-up, an empty list means Slurm accepted the generated
+        configuration without complaint. Each line once, as "DAEMON: error: ...", in log order."""
+        if self.tmpdir is None:
+            return []
+        seen: dict[str, None] = {}
+        logd = self.tmpdir / "log"
+        for name in ["slurmctld"] + [f"slurmd.{n}" for n in self.node_names]:
+            # stderr has what the log file has, plus what came before logging started
+            for f in (logd / f"{name}.stdout", logd / f"{name}.log"):
+                for line in _read(f).splitlines():
+                    m = _LOG_PROBLEM.search(line)
+                    if m and not any(p.search(line) for p in KNOWN_LOG_NOISE):
+                        seen.setdefault(f"{name}: {line[m.start():].strip()}")
+        return list(seen)
 
     def munged_log(self) -> str:
         return _read(self.tmpdir / "log" / "munged.stdout")

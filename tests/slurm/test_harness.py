@@ -61,8 +61,15 @@ class SingleNode(unittest.TestCase):
     def setUpClass(cls):
         t = time.monotonic()
         cls.c = cls.enterClassContext(LocalSlurm(nodes=1, cpus_per_node=2))
+        cls.start_errors = cls.c.log_errors()
         print(f"\n[SingleNode] cluster up in {time.monotonic() - t:.1f}s at {cls.c.tmpdir}",
               file=sys.stderr)
+
+    def test_config_accepted_without_errors(self):
+        # Every error:/fatal: line of slurmctld and slurmd at start-up (known noise aside, see
+        # KNOWN_LOG_NOISE) is a complaint about the generated slurm.conf.
+        saw(self, "error:/fatal: lines at start-up", "\n".join(self.start_errors))
+        self.assertEqual(self.start_errors, [], self.c.conf_path.read_text())
 
     def test_batch_and_inner_srun(self):
         c = self.c
@@ -128,8 +135,14 @@ class TwoNodes(unittest.TestCase):
     def setUpClass(cls):
         t = time.monotonic()
         cls.c = cls.enterClassContext(LocalSlurm(nodes=2, cpus_per_node=1))
+        cls.start_errors = cls.c.log_errors()
         print(f"\n[TwoNodes] cluster up in {time.monotonic() - t:.1f}s, split_cores="
               f"{cls.c.split_cores}, node_cpus={cls.c.node_cpus}", file=sys.stderr)
+
+    def test_config_accepted_without_errors(self):
+        # the split layout's node lines (CpuSpecList) too
+        saw(self, "error:/fatal: lines at start-up", "\n".join(self.start_errors))
+        self.assertEqual(self.start_errors, [], self.c.conf_path.read_text())
 
     def test_srun_on_both_nodes(self):
         r = self.c.srun(["-N", "2", "-n", "2", "-l", "sh", "-c",
@@ -221,6 +234,15 @@ class Lifecycle(unittest.TestCase):
         pids = [p.pid for _, p in c._procs]
         self.assertEqual([p.poll() is not None for _, p in c._procs], [True] * len(pids))
         _assert_all_gone(self, pids, c.tmpdir, self.keep)
+
+    def test_config_complaint_is_reported(self):
+        # The check above can fail: a key given twice makes every Slurm release log an error
+        # (and use the last value), and log_errors() reports it.
+        with LocalSlurm(nodes=1, cpus_per_node=1, extra_conf=["KillWait=3"]) as c:
+            errors = c.log_errors()
+        saw(self, "log_errors() with KillWait given twice", "\n".join(errors))
+        self.assertTrue(any("KillWait" in e for e in errors), errors)
+        self.assertTrue(all(e.startswith(("slurmctld: ", "slurmd.n1: ")) for e in errors), errors)
 
     def test_sigterm_stops_cluster(self):
         code = textwrap.dedent(f"""\
