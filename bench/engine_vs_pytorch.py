@@ -103,27 +103,22 @@ int main(int argc, char** argv) {
 }
 """
 
-TORCH_RUNNER = r"""
-import json, sys, time
-import torch, torchvision
-model_name, batch, threads, steps, warmup, jit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"
-train = sys.argv[7] == "1"
-torch.set_num_threads(threads)
+# Shared by both runners (each runs in its own interpreter): the torchvision model for
+# model_name (no auxiliary heads when training), its input size, and one SGD training step.
+MODEL_SETUP = r"""
 m = torchvision.models
 build = {
     "resnet50": lambda: m.resnet50(weights=None),
-    "inception3": lambda: m.inception_v3(weights=None, aux_logits=True, init_weights=False),
+    "inception3": lambda: m.inception_v3(weights=None, aux_logits=not train, init_weights=False),
     "vgg16": lambda: m.vgg16(weights=None),
     "googlenet": lambda: m.googlenet(weights=None, aux_logits=False, init_weights=False),
     "alexnet": lambda: m.alexnet(weights=None),
 }[model_name]
 size = 299 if model_name == "inception3" else 224
-x = torch.randn(batch, 3, size, size).to(memory_format=torch.channels_last)
-if train:
-    if model_name == "inception3":
-        build = lambda: m.inception_v3(weights=None, aux_logits=False, init_weights=False)
-    net = build().train().to(memory_format=torch.channels_last)
-    labels = torch.tensor([(i * 7919) % 1000 for i in range(batch)])
+
+
+def training_step(net, x):
+    labels = torch.tensor([(i * 7919) % 1000 for i in range(x.shape[0])])
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     lossf = torch.nn.CrossEntropyLoss()
     def step():
@@ -132,6 +127,20 @@ if train:
         loss.backward()
         opt.step()
         return loss.detach()
+    return step
+"""
+
+TORCH_RUNNER = r"""
+import json, sys, time
+import torch, torchvision
+model_name, batch, threads, steps, warmup, jit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"
+train = sys.argv[7] == "1"
+torch.set_num_threads(threads)
+""" + MODEL_SETUP + r"""
+x = torch.randn(batch, 3, size, size).to(memory_format=torch.channels_last)
+if train:
+    net = build().train().to(memory_format=torch.channels_last)
+    step = training_step(net, x)
     for _ in range(warmup):
         y = step()
     times = []
@@ -165,30 +174,14 @@ peer, model_name, batch, threads, steps, warmup, train = sys.argv[1], sys.argv[2
 import torch, torchvision
 torch.set_num_threads(threads)
 torch._C._jit_set_texpr_fuser_enabled(False)  # Debian 13's NNC hangs in LLVMCodeGen
-m = torchvision.models
-build = {
-    "resnet50": lambda: m.resnet50(weights=None),
-    "inception3": lambda: m.inception_v3(weights=None, aux_logits=not train, init_weights=False),
-    "vgg16": lambda: m.vgg16(weights=None),
-    "googlenet": lambda: m.googlenet(weights=None, aux_logits=False, init_weights=False),
-    "alexnet": lambda: m.alexnet(weights=None),
-}[model_name]
-size = 299 if model_name == "inception3" else 224
+""" + MODEL_SETUP + r"""
 torch.manual_seed(0)
 x = torch.randn(batch, 3, size, size)
 xc = x.to(memory_format=torch.channels_last)
 detail = {}
 if train:
     net = build().train().to(memory_format=torch.channels_last)
-    labels = torch.tensor([(i * 7919) % 1000 for i in range(batch)])
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    lossf = torch.nn.CrossEntropyLoss()
-    def run():
-        opt.zero_grad(set_to_none=True)
-        loss = lossf(net(xc), labels)
-        loss.backward()
-        opt.step()
-        return loss.detach()
+    run = training_step(net, xc)
     mode = torch.enable_grad
 else:
     net = build().eval()
