@@ -19,7 +19,7 @@
 #include "tfpin/cpulist.hpp"
 #include "tfpin/engine/models.hpp"
 #include "tfpin/engine/runtime.hpp"
-#include "tfpin/engine/threads.hpp"
+#include "threads.hpp"
 #include "tfpin/engine/version.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/options.hpp"
@@ -157,15 +157,15 @@ int BenchCommand::operator()() const {
   const unsigned batch = parse_count("--batch_size", batch_size, 1u << 30);
   const unsigned steps = parse_count("--num_batches", num_batches, 1000000);
   const unsigned warmup = parse_non_negative("--num_warmup_batches", num_warmup_batches, 1000000);
-  engine::ThreadRequest request;
+  ThreadRequest request;
   if (!num_intra_threads.empty()) {
     request.intra = parse_non_negative("--num_intra_threads", num_intra_threads, max_count);
   }
   if (!num_inter_threads.empty()) {
     request.inter = parse_non_negative("--num_inter_threads", num_inter_threads, max_count);
   }
-  const engine::ThreadSettings threads =
-      engine::resolve_threads(request, engine::process_environment());
+  const ThreadSettings threads =
+      resolve_threads(request, process_environment());
 
   const bool progress = !json && isatty(STDERR_FILENO) != 0;
   if (!json) {

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <utility>
 
+#include "op_registry.hpp"
 #include "tfpin/engine/status.hpp"
 
 namespace tfpin::engine {
@@ -16,6 +17,8 @@ const char* to_string(StatusCode code) {
       return "ok";
     case StatusCode::invalid_argument:
       return "invalid argument";
+    case StatusCode::invalid_state:
+      return "invalid state";
     case StatusCode::invalid_graph:
       return "invalid graph";
     case StatusCode::unsupported:
@@ -55,33 +58,8 @@ std::optional<Layout> parse_layout(std::string_view text) {
 }
 
 const char* to_string(OpKind kind) {
-  switch (kind) {
-    case OpKind::convolution:
-      return "convolution";
-    case OpKind::batch_norm:
-      return "batch_norm";
-    case OpKind::relu:
-      return "relu";
-    case OpKind::max_pool:
-      return "max_pool";
-    case OpKind::avg_pool:
-      return "avg_pool";
-    case OpKind::lrn:
-      return "lrn";
-    case OpKind::concat:
-      return "concat";
-    case OpKind::add:
-      return "add";
-    case OpKind::inner_product:
-      return "inner_product";
-    case OpKind::softmax:
-      return "softmax";
-    case OpKind::flatten:
-      return "flatten";
-    case OpKind::dropout:
-      return "dropout";
-  }
-  return "?";
+  const detail::OpDef* op = detail::find_op(kind);
+  return op == nullptr ? "?" : op->name;
 }
 
 TensorId Graph::input(std::string name, std::vector<std::int64_t> dims, Layout layout) {

@@ -9,6 +9,8 @@
 #include <limits>
 #include <set>
 
+#include "op_registry.hpp"
+
 namespace tfpin::engine::detail {
 
 std::string dims_string(const Dims& dims) { return fmt::format("[{}]", fmt::join(dims, ", ")); }
@@ -76,32 +78,9 @@ Status check_dims(const std::string& what, const Dims& dims) {
 }
 
 Status infer(Ir& ir, int node, Dims& out) {
-  switch (ir.nodes[static_cast<std::size_t>(node)].kind) {
-    case OpKind::convolution:
-      return infer_convolution(ir, node, out);
-    case OpKind::batch_norm:
-      return infer_batch_norm(ir, node, out);
-    case OpKind::relu:
-      return infer_relu(ir, node, out);
-    case OpKind::max_pool:
-    case OpKind::avg_pool:
-      return infer_pooling(ir, node, out);
-    case OpKind::lrn:
-      return infer_lrn(ir, node, out);
-    case OpKind::concat:
-      return infer_concat(ir, node, out);
-    case OpKind::add:
-      return infer_add(ir, node, out);
-    case OpKind::inner_product:
-      return infer_inner_product(ir, node, out);
-    case OpKind::softmax:
-      return infer_softmax(ir, node, out);
-    case OpKind::flatten:
-      return infer_flatten(ir, node, out);
-    case OpKind::dropout:
-      return infer_dropout(ir, node, out);
-  }
-  return graph_error(ir, node, "unknown operator");
+  const OpDef* op = find_op(ir.nodes[static_cast<std::size_t>(node)].kind);
+  if (op == nullptr) return graph_error(ir, node, "no definition of this operator is registered");
+  return op->infer(ir, node, out);
 }
 
 // Marks nodes that no output depends on as dead.

@@ -70,19 +70,6 @@ void drop_identities(Ir& ir);    // dropout: consumers read its input
 std::string dims_string(const Dims& dims);
 std::int64_t element_count(const Dims& dims);
 
-// Shape inference of each operator (ops/*.cpp). `out` gets the output dims.
-Status infer_convolution(Ir& ir, int node, Dims& out);
-Status infer_batch_norm(Ir& ir, int node, Dims& out);
-Status infer_relu(Ir& ir, int node, Dims& out);
-Status infer_pooling(Ir& ir, int node, Dims& out);
-Status infer_lrn(Ir& ir, int node, Dims& out);
-Status infer_concat(Ir& ir, int node, Dims& out);
-Status infer_add(Ir& ir, int node, Dims& out);
-Status infer_inner_product(Ir& ir, int node, Dims& out);
-Status infer_softmax(Ir& ir, int node, Dims& out);
-Status infer_flatten(Ir& ir, int node, Dims& out);
-Status infer_dropout(Ir& ir, int node, Dims& out);
-
 // Helpers for error messages.
 Status graph_error(const Ir& ir, int node, const std::string& what);
 

@@ -170,8 +170,8 @@ void Lowering::add_reorder(const std::string& name, int src_buffer, const md_t& 
   step.name = name;
   step.op = "reorder";
   step.primitive = dnnl::reorder(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC, src_buffer, src_md, true, false});
-  step.args.push_back(Arg{DNNL_ARG_DST, dst_buffer, dst_md, false, true});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC, src_buffer, src_md));
+  step.args.push_back(Arg::out(DNNL_ARG_DST, dst_buffer, dst_md));
   add_step(std::move(step), pd);
   ++report.reorders;
 }

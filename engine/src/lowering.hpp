@@ -47,12 +47,20 @@ struct Buffer {
   std::string name;          // for describe()
 };
 
+// One argument of a step. The executor orders steps by what they read and write.
 struct Arg {
   int arg = 0;  // DNNL_ARG_*
   int buffer = -1;
   md_t md;
   bool read = true;
   bool write = false;
+
+  static Arg in(int arg, int buffer, md_t md) { return {arg, buffer, std::move(md), true, false}; }
+  static Arg out(int arg, int buffer, md_t md) { return {arg, buffer, std::move(md), false, true}; }
+  // Read, then written in place (an SGD update, a sum post-op into the residual's buffer).
+  static Arg in_out(int arg, int buffer, md_t md) {
+    return {arg, buffer, std::move(md), true, true};
+  }
 };
 
 // What a custom (non-oneDNN) step sees: one data pointer per argument, in order, and the run
@@ -180,26 +188,8 @@ class Lowering {
   std::map<std::pair<int, std::string>, int> gradients_;  // (value, layout key) -> buffer
 };
 
-// Lowering of each operator (ops/*.cpp).
-void lower_convolution(Lowering& l, int node);
-void lower_batch_norm(Lowering& l, int node);
-void lower_relu(Lowering& l, int node);
-void lower_pooling(Lowering& l, int node);
-void lower_lrn(Lowering& l, int node);
-void lower_concat(Lowering& l, int node);
-void lower_add(Lowering& l, int node);
-void lower_inner_product(Lowering& l, int node);
-void lower_softmax(Lowering& l, int node);
-void lower_flatten(Lowering& l, int node);
-void lower_dropout(Lowering& l, int node);  // training only (inference drops it)
-
 // Training (training.cpp): the loss, every node's backward steps in reverse order, the updates.
 void lower_training(Lowering& l, const std::vector<int>& order);
-// Backward of each operator (ops/*.cpp): reads the gradient of the node's output, adds gradient
-// contributions to its inputs and SGD updates of its parameters.
-void backward_convolution(Lowering& l, int node);
-void backward_batch_norm(Lowering& l, int node);
-void backward_relu(Lowering& l, int node);
 // Finishes a backward-data step of a convolution or inner product: the output gradient dy (in
 // dy_md) and the weights reordered where the primitive wants other layouts, the input's gradient.
 void add_data_gradient(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,
@@ -211,11 +201,5 @@ void add_weight_gradients(Lowering& l, int node, Step step, const dnnl::primitiv
                           const md_t& diff_weights, const md_t& diff_bias);
 // ReLU backward from its output y (in y_md) and output gradient dy; the input gradient, in y_md.
 int add_relu_backward(Lowering& l, const std::string& name, int y, const md_t& y_md, int dy);
-void backward_pooling(Lowering& l, int node);
-void backward_concat(Lowering& l, int node);
-void backward_add(Lowering& l, int node);
-void backward_inner_product(Lowering& l, int node);
-void backward_flatten(Lowering& l, int node);
-void backward_dropout(Lowering& l, int node);
 
 }  // namespace tfpin::engine::detail

@@ -33,8 +33,7 @@ std::vector<bool> values_needing_gradients(const Ir& ir, const std::vector<int>&
   std::vector<bool> needs(ir.values.size(), false);
   for (int index : order) {
     const Node& n = ir.nodes[static_cast<std::size_t>(index)];
-    bool trainable = n.kind == OpKind::convolution || n.kind == OpKind::inner_product ||
-                     n.kind == OpKind::batch_norm;
+    bool trainable = find_op(n.kind)->has_parameters;
     for (int in : n.inputs) trainable = trainable || needs[static_cast<std::size_t>(in)];
     needs[static_cast<std::size_t>(n.output)] = trainable;
   }
@@ -60,10 +59,10 @@ void add_softmax_cross_entropy(Lowering& l, int softmax) {
   step.name = "loss";
   step.op = "softmax_cross_entropy";
   step.impl = "tfpin";
-  step.args.push_back(Arg{0, probabilities, nc, true, false});
-  step.args.push_back(Arg{0, l.labels_buffer, labels_md, true, false});
-  step.args.push_back(Arg{0, l.loss_buffer, loss_md, false, true});
-  step.args.push_back(Arg{0, gradient, nc, false, true});
+  step.args.push_back(Arg::in(0, probabilities, nc));
+  step.args.push_back(Arg::in(0, l.labels_buffer, labels_md));
+  step.args.push_back(Arg::out(0, l.loss_buffer, loss_md));
+  step.args.push_back(Arg::out(0, gradient, nc));
   step.kernel = [batch, classes](const KernelCall& call) {
     const auto* p = static_cast<const float*>(call.data[0]);
     const auto* labels = static_cast<const float*>(call.data[1]);
@@ -154,19 +153,18 @@ int Lowering::gradient_as(int v, const md_t& want) {
     for (const auto& [b, md] : parts) srcs.push_back(reordered(b, md, want, name + ":gradient"));
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::sum::primitive_desc pd = onednn::sum(
-        engine, want, std::vector<float>(srcs.size(), 1.0f), std::vector<md_t>(srcs.size(), want),
-        attr);
+    const dnnl::sum::primitive_desc pd =
+        onednn::sum(engine, want, std::vector<float>(srcs.size(), 1.0f),
+                    std::vector<md_t>(srcs.size(), want), attr);
     buffer = new_arena_buffer(pd.dst_desc(), name + ":gradient_sum");
     Step step;
     step.name = name + ":gradient_sum";
     step.op = "sum";
     step.primitive = dnnl::sum(pd);
     for (std::size_t k = 0; k < srcs.size(); ++k) {
-      step.args.push_back(
-          Arg{DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), srcs[k], want, true, false});
+      step.args.push_back(Arg::in(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k), srcs[k], want));
     }
-    step.args.push_back(Arg{DNNL_ARG_DST, buffer, want, false, true});
+    step.args.push_back(Arg::out(DNNL_ARG_DST, buffer, want));
     add_step(std::move(step), pd);
     parts = {{buffer, want}};
   }
@@ -199,9 +197,9 @@ void Lowering::add_update(int parameter_buffer, int gradient, const md_t& gradie
   Step step;
   step.name = name + ":sgd";
   step.op = "sgd_momentum";
-  step.args.push_back(Arg{0, p->buffer, p->md, true, true});
-  step.args.push_back(Arg{0, p->momentum, p->md, true, true});
-  step.args.push_back(Arg{0, g, p->md, true, false});
+  step.args.push_back(Arg::in_out(0, p->buffer, p->md));
+  step.args.push_back(Arg::in_out(0, p->momentum, p->md));
+  step.args.push_back(Arg::in(0, g, p->md));
   step.kernel = [n, lr, mu](const KernelCall& call) {
     auto* w = static_cast<float*>(call.data[0]);
     auto* v = static_cast<float*>(call.data[1]);
@@ -221,14 +219,14 @@ void add_data_gradient(Lowering& l, int node, Step step, const dnnl::primitive_d
                        const md_t& diff_src) {
   const Node& n = node_of(l.ir, node);
   const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
-  step.args.push_back(Arg{DNNL_ARG_DIFF_DST, l.reordered(dy, dy_md, diff_dst, n.name + ":diff_dst"),
-                          diff_dst, true, false});
+  step.args.push_back(
+      Arg::in(DNNL_ARG_DIFF_DST, l.reordered(dy, dy_md, diff_dst, n.name + ":diff_dst"), diff_dst));
   // (A per-step reorder when the backward wants the weights in another layout: they change.)
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS,
-                          l.reordered(r.weights, r.weights_md, weights, n.name + ":weights"),
-                          weights, true, false});
+  step.args.push_back(Arg::in(DNNL_ARG_WEIGHTS,
+                              l.reordered(r.weights, r.weights_md, weights, n.name + ":weights"),
+                              weights));
   const int dx = l.new_arena_buffer(diff_src, n.name + ":diff_src");
-  step.args.push_back(Arg{DNNL_ARG_DIFF_SRC, dx, diff_src, false, true});
+  step.args.push_back(Arg::out(DNNL_ARG_DIFF_SRC, dx, diff_src));
   l.add_step(std::move(step), pd);
   l.add_gradient(n.inputs[0], dx, diff_src);
 }
@@ -238,12 +236,12 @@ void add_weight_gradients(Lowering& l, int node, Step step, const dnnl::primitiv
   const Node& n = node_of(l.ir, node);
   const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
   const int dw = l.new_arena_buffer(diff_weights, n.name + ":diff_weights");
-  step.args.push_back(Arg{DNNL_ARG_DIFF_WEIGHTS, dw, diff_weights, false, true});
+  step.args.push_back(Arg::out(DNNL_ARG_DIFF_WEIGHTS, dw, diff_weights));
   const bool has_bias = r.bias >= 0;
   int db = -1;
   if (has_bias) {
     db = l.new_arena_buffer(diff_bias, n.name + ":diff_bias");
-    step.args.push_back(Arg{DNNL_ARG_DIFF_BIAS, db, diff_bias, false, true});
+    step.args.push_back(Arg::out(DNNL_ARG_DIFF_BIAS, db, diff_bias));
   }
   l.add_step(std::move(step), pd);
   l.add_update(r.weights, dw, diff_weights, value_of(l.ir, n.inputs[1]).name);
@@ -268,40 +266,12 @@ void lower_training(Lowering& l, const std::vector<int>& order) {
     const int node = *it;
     const Node& n = node_of(ir, node);
     if (node == softmax || !l.has_gradient(n.output)) continue;
-    switch (n.kind) {
-      case OpKind::convolution:
-        backward_convolution(l, node);
-        break;
-      case OpKind::batch_norm:
-        backward_batch_norm(l, node);
-        break;
-      case OpKind::relu:
-        backward_relu(l, node);
-        break;
-      case OpKind::max_pool:
-      case OpKind::avg_pool:
-        backward_pooling(l, node);
-        break;
-      case OpKind::concat:
-        backward_concat(l, node);
-        break;
-      case OpKind::add:
-        backward_add(l, node);
-        break;
-      case OpKind::inner_product:
-        backward_inner_product(l, node);
-        break;
-      case OpKind::flatten:
-        backward_flatten(l, node);
-        break;
-      case OpKind::dropout:
-        backward_dropout(l, node);
-        break;
-      case OpKind::softmax:
-      case OpKind::lrn:
-        throw Unsupported(
-            fmt::format("{}: training has no backward for this operator", ir.describe_node(node)));
+    const OpDef* op = find_op(n.kind);
+    if (op->backward == nullptr) {
+      throw Unsupported(
+          fmt::format("{}: training has no backward for this operator", ir.describe_node(node)));
     }
+    op->backward(l, node);
   }
 }
 

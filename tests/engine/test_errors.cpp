@@ -230,7 +230,7 @@ TEST(Misuse, SetupAndRun) {
   g.output(g.relu(x), "y");
   std::unique_ptr<Runtime> rt;
   ASSERT_TRUE(Runtime::create(g, {}, &rt).ok());
-  EXPECT_EQ(rt->run().code(), StatusCode::invalid_argument);  // before setup
+  EXPECT_EQ(rt->run().code(), StatusCode::invalid_state);  // before setup
   std::vector<float> in(256, 1.0f), out(256, 0.0f);
   const ExternalInput good_in[] = {{"x", in.data()}};
   const ExternalOutput good_out[] = {{"y", out.data()}};
@@ -240,7 +240,7 @@ TEST(Misuse, SetupAndRun) {
   const ExternalInput null_in[] = {{"x", nullptr}};
   EXPECT_THAT(rt->setup(null_in, good_out).message(), HasSubstr("input 'x' has a null buffer"));
   EXPECT_THAT(rt->setup(good_in, {}).message(), HasSubstr("output 'y' was not given"));
-  EXPECT_EQ(rt->run().code(), StatusCode::invalid_argument);  // the failed setup unbinds
+  EXPECT_EQ(rt->run().code(), StatusCode::invalid_state);  // the failed setup unbinds
   ASSERT_TRUE(rt->setup(good_in, good_out).ok());
   ASSERT_TRUE(rt->run().ok());
   EXPECT_EQ(out[0], 1.0f);

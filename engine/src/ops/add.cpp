@@ -4,6 +4,8 @@
 
 namespace tfpin::engine::detail {
 
+namespace {
+
 Status infer_add(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 2, 2, "2"));
   Node& n = node_of(ir, node);
@@ -39,11 +41,9 @@ void lower_add(Lowering& l, int node) {
   step.name = n.name;
   step.op = l.op_label(n);
   step.primitive = dnnl::binary(pd);
-  step.args.push_back(
-      Arg{DNNL_ARG_SRC_0, l.read_as(a, pd.src0_desc()), pd.src0_desc(), true, false});
-  step.args.push_back(
-      Arg{DNNL_ARG_SRC_1, l.read_as(b, pd.src1_desc()), pd.src1_desc(), true, false});
-  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC_0, l.read_as(a, pd.src0_desc()), pd.src0_desc()));
+  step.args.push_back(Arg::in(DNNL_ARG_SRC_1, l.read_as(b, pd.src1_desc()), pd.src1_desc()));
+  step.args.push_back(Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
 }
@@ -57,5 +57,13 @@ void backward_add(Lowering& l, int node) {
     if (l.wants_gradient(x)) l.add_gradient(x, dy, y_md);
   }
 }
+
+[[maybe_unused]] const bool registered = register_op({.kind = OpKind::add,
+                                                      .name = "add",
+                                                      .infer = infer_add,
+                                                      .lower = lower_add,
+                                                      .backward = backward_add});
+
+}  // namespace
 
 }  // namespace tfpin::engine::detail

@@ -8,6 +8,8 @@
 
 namespace tfpin::engine::detail {
 
+namespace {
+
 Status infer_batch_norm(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 5, 5, "5 (input, scale, shift, mean, variance)"));
   Node& n = node_of(ir, node);
@@ -64,16 +66,16 @@ void lower_batch_norm_training(Lowering& l, int node) {
   step.name = n.name;
   step.op = l.op_label(n);
   step.primitive = dnnl::batch_normalization_forward(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC, r.src, r.src_md, true, false});
-  step.args.push_back(Arg{DNNL_ARG_SCALE, r.weights, vec, true, false});
-  step.args.push_back(Arg{DNNL_ARG_SHIFT, r.bias, vec, true, false});
-  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
-  step.args.push_back(Arg{DNNL_ARG_MEAN, r.mean, vec, false, true});
-  step.args.push_back(Arg{DNNL_ARG_VARIANCE, r.variance, vec, false, true});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC, r.src, r.src_md));
+  step.args.push_back(Arg::in(DNNL_ARG_SCALE, r.weights, vec));
+  step.args.push_back(Arg::in(DNNL_ARG_SHIFT, r.bias, vec));
+  step.args.push_back(Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
+  step.args.push_back(Arg::out(DNNL_ARG_MEAN, r.mean, vec));
+  step.args.push_back(Arg::out(DNNL_ARG_VARIANCE, r.variance, vec));
   if (!n.post_ops.empty()) {
     r.workspace_md = pd.workspace_desc();
     r.workspace = l.new_arena_buffer(r.workspace_md, n.name + ":workspace");
-    step.args.push_back(Arg{DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md, false, true});
+    step.args.push_back(Arg::out(DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md));
   }
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
@@ -84,10 +86,10 @@ void lower_batch_norm_training(Lowering& l, int node) {
   update.op = "running_statistics";
   const int running_mean = l.running_statistic(n.inputs[3], vec);
   const int running_variance = l.running_statistic(n.inputs[4], vec);
-  update.args.push_back(Arg{0, r.mean, vec, true, false});
-  update.args.push_back(Arg{0, r.variance, vec, true, false});
-  update.args.push_back(Arg{0, running_mean, vec, true, true});
-  update.args.push_back(Arg{0, running_variance, vec, true, true});
+  update.args.push_back(Arg::in(0, r.mean, vec));
+  update.args.push_back(Arg::in(0, r.variance, vec));
+  update.args.push_back(Arg::in_out(0, running_mean, vec));
+  update.args.push_back(Arg::in_out(0, running_variance, vec));
   const double count = static_cast<double>(element_count(xd) / c);
   const float unbias = count > 1 ? static_cast<float>(count / (count - 1)) : 1.0f;
   const float m = l.options.training->bn_momentum;
@@ -126,15 +128,14 @@ void lower_batch_norm(Lowering& l, int node) {
   step.name = n.name;
   step.op = l.op_label(n);
   step.primitive = dnnl::batch_normalization_forward(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc(), true, false});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc()));
   const int args[] = {DNNL_ARG_SCALE, DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
   for (int k = 0; k < 4; ++k) {
-    step.args.push_back(Arg{args[k],
-                            l.constant_as(n.inputs[static_cast<std::size_t>(k + 1)], vec, vec), vec,
-                            true, false});
+    step.args.push_back(
+        Arg::in(args[k], l.constant_as(n.inputs[static_cast<std::size_t>(k + 1)], vec, vec), vec));
   }
   const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
-  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  step.args.push_back(Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
 }
@@ -157,28 +158,37 @@ void backward_batch_norm(Lowering& l, int node) {
   step.name = n.name + ":backward";
   step.op = r.workspace >= 0 ? "batch_norm+relu_backward" : "batch_norm_backward";
   step.primitive = dnnl::batch_normalization_backward(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC, r.src, r.src_md, true, false});
-  step.args.push_back(Arg{DNNL_ARG_MEAN, r.mean, vec, true, false});
-  step.args.push_back(Arg{DNNL_ARG_VARIANCE, r.variance, vec, true, false});
-  step.args.push_back(Arg{DNNL_ARG_DIFF_DST, dy, y_md, true, false});
-  step.args.push_back(Arg{DNNL_ARG_SCALE, r.weights, vec, true, false});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC, r.src, r.src_md));
+  step.args.push_back(Arg::in(DNNL_ARG_MEAN, r.mean, vec));
+  step.args.push_back(Arg::in(DNNL_ARG_VARIANCE, r.variance, vec));
+  step.args.push_back(Arg::in(DNNL_ARG_DIFF_DST, dy, y_md));
+  step.args.push_back(Arg::in(DNNL_ARG_SCALE, r.weights, vec));
   if (onednn::batch_norm_backward_reads_shift) {
-    step.args.push_back(Arg{DNNL_ARG_SHIFT, r.bias, vec, true, false});
+    step.args.push_back(Arg::in(DNNL_ARG_SHIFT, r.bias, vec));
   }
   if (r.workspace >= 0) {
-    step.args.push_back(Arg{DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md, true, false});
+    step.args.push_back(Arg::in(DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md));
   }
   // The input's gradient is needed even when the input itself needs none: oneDNN computes both.
   const int dx = l.new_arena_buffer(pd.diff_src_desc(), n.name + ":diff_src");
   const int dscale = l.new_arena_buffer(vec, n.name + ":diff_scale");
   const int dshift = l.new_arena_buffer(vec, n.name + ":diff_shift");
-  step.args.push_back(Arg{DNNL_ARG_DIFF_SRC, dx, pd.diff_src_desc(), false, true});
-  step.args.push_back(Arg{DNNL_ARG_DIFF_SCALE, dscale, vec, false, true});
-  step.args.push_back(Arg{DNNL_ARG_DIFF_SHIFT, dshift, vec, false, true});
+  step.args.push_back(Arg::out(DNNL_ARG_DIFF_SRC, dx, pd.diff_src_desc()));
+  step.args.push_back(Arg::out(DNNL_ARG_DIFF_SCALE, dscale, vec));
+  step.args.push_back(Arg::out(DNNL_ARG_DIFF_SHIFT, dshift, vec));
   l.add_step(std::move(step), pd);
   if (l.wants_gradient(n.inputs[0])) l.add_gradient(n.inputs[0], dx, pd.diff_src_desc());
   l.add_update(r.weights, dscale, vec, value_of(l.ir, n.inputs[1]).name);
   l.add_update(r.bias, dshift, vec, value_of(l.ir, n.inputs[2]).name);
 }
+
+[[maybe_unused]] const bool registered = register_op({.kind = OpKind::batch_norm,
+                                                      .name = "batch_norm",
+                                                      .infer = infer_batch_norm,
+                                                      .lower = lower_batch_norm,
+                                                      .backward = backward_batch_norm,
+                                                      .has_parameters = true});
+
+}  // namespace
 
 }  // namespace tfpin::engine::detail

@@ -8,6 +8,7 @@
 
 #include "../ir.hpp"
 #include "../lowering.hpp"
+#include "../op_registry.hpp"
 
 namespace tfpin::engine::detail {
 

@@ -4,6 +4,8 @@
 
 namespace tfpin::engine::detail {
 
+namespace {
+
 Status infer_concat(Ir& ir, int node, Dims& out) {
   Node& n = node_of(ir, node);
   if (n.inputs.empty()) return graph_error(ir, node, "has no inputs, expected at least 1");
@@ -46,11 +48,11 @@ void lower_concat(Lowering& l, int node) {
   step.primitive = dnnl::concat(pd);
   for (std::size_t k = 0; k < n.inputs.size(); ++k) {
     const int x = n.inputs[k];
-    step.args.push_back(Arg{DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k),
-                            l.read_as(x, pd.src_desc(static_cast<int>(k))),
-                            pd.src_desc(static_cast<int>(k)), true, false});
+    step.args.push_back(Arg::in(DNNL_ARG_MULTIPLE_SRC + static_cast<int>(k),
+                                l.read_as(x, pd.src_desc(static_cast<int>(k))),
+                                pd.src_desc(static_cast<int>(k))));
   }
-  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  step.args.push_back(Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
 }
@@ -82,5 +84,13 @@ void backward_concat(Lowering& l, int node) {
     l.add_gradient(x, dx, want);
   }
 }
+
+[[maybe_unused]] const bool registered = register_op({.kind = OpKind::concat,
+                                                      .name = "concat",
+                                                      .infer = infer_concat,
+                                                      .lower = lower_concat,
+                                                      .backward = backward_concat});
+
+}  // namespace
 
 }  // namespace tfpin::engine::detail

@@ -3,6 +3,8 @@
 
 namespace tfpin::engine::detail {
 
+namespace {
+
 Status infer_convolution(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 2, 3, "2 or 3 (input, weights[, bias])"));
   TFPIN_TRY(expect_rank(ir, node, 0, 4, "input"));
@@ -57,7 +59,9 @@ Status infer_convolution(Ir& ir, int node, Dims& out) {
 namespace {
 
 onednn::Window convolution_window(const Conv2D& a) {
-  return {{a.stride[0], a.stride[1]}, {0, 0}, {a.padding[0], a.padding[1]},
+  return {{a.stride[0], a.stride[1]},
+          {0, 0},
+          {a.padding[0], a.padding[1]},
           {a.padding[2], a.padding[3]}};
 }
 
@@ -163,14 +167,16 @@ void lower_convolution(Lowering& l, int node) {
   step.name = n.name;
   step.op = l.op_label(n);
   step.primitive = dnnl::convolution_forward(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC, src, pd.src_desc(), true, false});
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, weights, pd.weights_desc(), true, false});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC, src, pd.src_desc()));
+  step.args.push_back(Arg::in(DNNL_ARG_WEIGHTS, weights, pd.weights_desc()));
   int bias = -1;
   if (has_bias) {
     bias = l.parameter_as(n.inputs[2], b_md, pd.bias_desc());
-    step.args.push_back(Arg{DNNL_ARG_BIAS, bias, pd.bias_desc(), true, false});
+    step.args.push_back(Arg::in(DNNL_ARG_BIAS, bias, pd.bias_desc()));
   }
-  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), residual >= 0, true});
+  // An in-place residual sum reads the destination before writing it.
+  step.args.push_back(residual >= 0 ? Arg::in_out(DNNL_ARG_DST, dst, pd.dst_desc())
+                                    : Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1] * od[2] * od[3]) *
@@ -243,14 +249,22 @@ void backward_convolution(Lowering& l, int node) {
   step.name = n.name + ":backward_weights";
   step.op = "convolution_backward_weights";
   step.primitive = dnnl::convolution_backward_weights(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC,
-                          l.reordered(r.src, r.src_md, pd.src_desc(), n.name + ":src"),
-                          pd.src_desc(), true, false});
-  step.args.push_back(Arg{DNNL_ARG_DIFF_DST,
-                          l.reordered(dy, dst_md, pd.diff_dst_desc(), n.name + ":diff_dst"),
-                          pd.diff_dst_desc(), true, false});
+  step.args.push_back(Arg::in(
+      DNNL_ARG_SRC, l.reordered(r.src, r.src_md, pd.src_desc(), n.name + ":src"), pd.src_desc()));
+  step.args.push_back(Arg::in(DNNL_ARG_DIFF_DST,
+                              l.reordered(dy, dst_md, pd.diff_dst_desc(), n.name + ":diff_dst"),
+                              pd.diff_dst_desc()));
   add_weight_gradients(l, node, std::move(step), pd, pd.diff_weights_desc(),
                        has_bias ? pd.diff_bias_desc() : md_t());
 }
+
+[[maybe_unused]] const bool registered = register_op({.kind = OpKind::convolution,
+                                                      .name = "convolution",
+                                                      .infer = infer_convolution,
+                                                      .lower = lower_convolution,
+                                                      .backward = backward_convolution,
+                                                      .has_parameters = true});
+
+}  // namespace
 
 }  // namespace tfpin::engine::detail

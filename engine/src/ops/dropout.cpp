@@ -7,6 +7,8 @@
 
 namespace tfpin::engine::detail {
 
+namespace {
+
 Status infer_dropout(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   Node& n = node_of(ir, node);
@@ -61,9 +63,9 @@ void lower_dropout(Lowering& l, int node) {
   Step step;
   step.name = n.name;
   step.op = "dropout";
-  step.args.push_back(Arg{0, l.value_buffer[static_cast<std::size_t>(x)], x_md, true, false});
-  step.args.push_back(Arg{0, r.workspace, r.workspace_md, false, true});
-  step.args.push_back(Arg{0, y, x_md, false, true});
+  step.args.push_back(Arg::in(0, l.value_buffer[static_cast<std::size_t>(x)], x_md));
+  step.args.push_back(Arg::out(0, r.workspace, r.workspace_md));
+  step.args.push_back(Arg::out(0, y, x_md));
   const auto threshold = static_cast<std::uint32_t>(static_cast<double>(rate) * 16777216.0);
   step.kernel =
       masked_scale(count, 1.0f / (1.0f - rate), true, l.options.training->seed, threshold);
@@ -82,12 +84,20 @@ void backward_dropout(Lowering& l, int node) {
   Step step;
   step.name = n.name + ":backward";
   step.op = "dropout_backward";
-  step.args.push_back(Arg{0, l.gradient_as(n.output, y_md), y_md, true, false});
-  step.args.push_back(Arg{0, r.workspace, r.workspace_md, true, false});
-  step.args.push_back(Arg{0, dx, y_md, false, true});
+  step.args.push_back(Arg::in(0, l.gradient_as(n.output, y_md), y_md));
+  step.args.push_back(Arg::in(0, r.workspace, r.workspace_md));
+  step.args.push_back(Arg::out(0, dx, y_md));
   step.kernel = masked_scale(y_md.get_size() / sizeof(float), 1.0f / (1.0f - rate), false, 0, 0);
   l.add_kernel_step(std::move(step));
   l.add_gradient(x, dx, y_md);
 }
+
+[[maybe_unused]] const bool registered = register_op({.kind = OpKind::dropout,
+                                                      .name = "dropout",
+                                                      .infer = infer_dropout,
+                                                      .lower = lower_dropout,
+                                                      .backward = backward_dropout});
+
+}  // namespace
 
 }  // namespace tfpin::engine::detail

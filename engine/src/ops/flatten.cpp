@@ -4,6 +4,8 @@
 
 namespace tfpin::engine::detail {
 
+namespace {
+
 Status infer_flatten(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   const Dims& x = value_of(ir, node_of(ir, node).inputs[0]).dims;
@@ -47,5 +49,13 @@ void backward_flatten(Lowering& l, int node) {
   const int dy = l.gradient_as(n.output, plain_md(od, Layout::nc));
   l.add_gradient(x, dy, xd.size() == 2 ? plain_md(xd, Layout::nc) : plain_md(xd, Layout::nchw));
 }
+
+[[maybe_unused]] const bool registered = register_op({.kind = OpKind::flatten,
+                                                      .name = "flatten",
+                                                      .infer = infer_flatten,
+                                                      .lower = lower_flatten,
+                                                      .backward = backward_flatten});
+
+}  // namespace
 
 }  // namespace tfpin::engine::detail

@@ -4,6 +4,8 @@
 
 namespace tfpin::engine::detail {
 
+namespace {
+
 Status infer_inner_product(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 2, 3, "2 or 3 (input, weights[, bias])"));
   TFPIN_TRY(expect_rank(ir, node, 1, 2, "weights"));
@@ -66,13 +68,13 @@ void lower_inner_product(Lowering& l, int node) {
   r.src_md = pd.src_desc();
   r.weights = l.parameter_as(n.inputs[1], w_user, pd.weights_desc());
   r.weights_md = pd.weights_desc();
-  step.args.push_back(Arg{DNNL_ARG_SRC, r.src, r.src_md, true, false});
-  step.args.push_back(Arg{DNNL_ARG_WEIGHTS, r.weights, r.weights_md, true, false});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC, r.src, r.src_md));
+  step.args.push_back(Arg::in(DNNL_ARG_WEIGHTS, r.weights, r.weights_md));
   if (has_bias) {
     r.bias = l.parameter_as(n.inputs[2], b_md, pd.bias_desc());
-    step.args.push_back(Arg{DNNL_ARG_BIAS, r.bias, pd.bias_desc(), true, false});
+    step.args.push_back(Arg::in(DNNL_ARG_BIAS, r.bias, pd.bias_desc()));
   }
-  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  step.args.push_back(Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1]) * static_cast<double>(wd[1]);
@@ -88,8 +90,9 @@ void backward_inner_product(Lowering& l, int node) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const int x = n.inputs[0];
   if (l.wants_gradient(x)) {
-    const dnnl::inner_product_backward_data::primitive_desc pd = onednn::inner_product_backward_data(
-        l.engine, fwd.src_desc(), fwd.weights_desc(), dst_md, fwd, attr);
+    const dnnl::inner_product_backward_data::primitive_desc pd =
+        onednn::inner_product_backward_data(l.engine, fwd.src_desc(), fwd.weights_desc(), dst_md,
+                                            fwd, attr);
     Step step;
     step.name = n.name + ":backward_data";
     step.op = "inner_product_backward_data";
@@ -106,10 +109,19 @@ void backward_inner_product(Lowering& l, int node) {
   step.name = n.name + ":backward_weights";
   step.op = "inner_product_backward_weights";
   step.primitive = dnnl::inner_product_backward_weights(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC, r.src, r.src_md, true, false});
-  step.args.push_back(Arg{DNNL_ARG_DIFF_DST, dy, dst_md, true, false});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC, r.src, r.src_md));
+  step.args.push_back(Arg::in(DNNL_ARG_DIFF_DST, dy, dst_md));
   add_weight_gradients(l, node, std::move(step), pd, pd.diff_weights_desc(),
                        has_bias ? pd.diff_bias_desc() : md_t());
 }
+
+[[maybe_unused]] const bool registered = register_op({.kind = OpKind::inner_product,
+                                                      .name = "inner_product",
+                                                      .infer = infer_inner_product,
+                                                      .lower = lower_inner_product,
+                                                      .backward = backward_inner_product,
+                                                      .has_parameters = true});
+
+}  // namespace
 
 }  // namespace tfpin::engine::detail

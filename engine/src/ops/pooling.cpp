@@ -6,6 +6,8 @@
 
 namespace tfpin::engine::detail {
 
+namespace {
+
 Status infer_pooling(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   TFPIN_TRY(expect_rank(ir, node, 0, 4, "input"));
@@ -58,7 +60,9 @@ namespace {
 // The node's padding: the attribute's plus what ceil mode adds at the bottom/right.
 onednn::Window pooling_window(const Node& n) {
   const auto& a = std::get<Pool2D>(n.attrs);
-  return {{a.stride[0], a.stride[1]}, {0, 0}, {n.padding[0], n.padding[1]},
+  return {{a.stride[0], a.stride[1]},
+          {0, 0},
+          {n.padding[0], n.padding[1]},
           {n.padding[2], n.padding[3]}};
 }
 
@@ -82,14 +86,14 @@ void lower_pooling(Lowering& l, int node) {
   step.name = n.name;
   step.op = l.op_label(n);
   step.primitive = dnnl::pooling_forward(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc(), true, false});
-  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc()));
+  step.args.push_back(Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
   ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
   r.pd = pd;
   if (l.training() && n.kind == OpKind::max_pool) {
     r.workspace_md = pd.workspace_desc();
     r.workspace = l.new_arena_buffer(r.workspace_md, n.name + ":workspace");
-    step.args.push_back(Arg{DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md, false, true});
+    step.args.push_back(Arg::out(DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md));
   }
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
@@ -117,15 +121,28 @@ void backward_pooling(Lowering& l, int node) {
   step.name = n.name + ":backward";
   step.op = std::string(to_string(n.kind)) + "_backward";
   step.primitive = dnnl::pooling_backward(pd);
-  step.args.push_back(Arg{DNNL_ARG_DIFF_DST, l.gradient_as(n.output, pd.diff_dst_desc()),
-                          pd.diff_dst_desc(), true, false});
+  step.args.push_back(
+      Arg::in(DNNL_ARG_DIFF_DST, l.gradient_as(n.output, pd.diff_dst_desc()), pd.diff_dst_desc()));
   if (r.workspace >= 0) {
-    step.args.push_back(Arg{DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md, true, false});
+    step.args.push_back(Arg::in(DNNL_ARG_WORKSPACE, r.workspace, r.workspace_md));
   }
   const int dx = l.new_arena_buffer(pd.diff_src_desc(), n.name + ":diff_src");
-  step.args.push_back(Arg{DNNL_ARG_DIFF_SRC, dx, pd.diff_src_desc(), false, true});
+  step.args.push_back(Arg::out(DNNL_ARG_DIFF_SRC, dx, pd.diff_src_desc()));
   l.add_step(std::move(step), pd);
   l.add_gradient(x, dx, pd.diff_src_desc());
 }
+
+[[maybe_unused]] const bool registered = register_op({.kind = OpKind::max_pool,
+                                                      .name = "max_pool",
+                                                      .infer = infer_pooling,
+                                                      .lower = lower_pooling,
+                                                      .backward = backward_pooling}) &&
+                                         register_op({.kind = OpKind::avg_pool,
+                                                      .name = "avg_pool",
+                                                      .infer = infer_pooling,
+                                                      .lower = lower_pooling,
+                                                      .backward = backward_pooling});
+
+}  // namespace
 
 }  // namespace tfpin::engine::detail

@@ -4,6 +4,28 @@
 
 namespace tfpin::engine::detail {
 
+int add_relu_backward(Lowering& l, const std::string& name, int y, const md_t& y_md, int dy) {
+  const auto algorithm = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
+  const dnnl::eltwise_forward::primitive_desc hint = onednn::eltwise_forward(
+      l.engine, dnnl::prop_kind::forward_training, algorithm, y_md, dnnl::primitive_attr());
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::eltwise_backward::primitive_desc pd =
+      onednn::eltwise_backward(l.engine, algorithm, y_md, y_md, hint, attr);
+  const int dx = l.new_arena_buffer(pd.diff_src_desc(), name + ":diff_src");
+  Step step;
+  step.name = name + ":relu_backward";
+  step.op = "relu_backward";
+  step.primitive = dnnl::eltwise_backward(pd);
+  step.args.push_back(Arg::in(DNNL_ARG_DST, y, y_md));
+  step.args.push_back(Arg::in(DNNL_ARG_DIFF_DST, dy, y_md));
+  step.args.push_back(Arg::out(DNNL_ARG_DIFF_SRC, dx, pd.diff_src_desc()));
+  l.add_step(std::move(step), pd);
+  return dx;
+}
+
+namespace {
+
 Status infer_relu(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   out = value_of(ir, node_of(ir, node).inputs[0]).dims;
@@ -27,30 +49,10 @@ void lower_relu(Lowering& l, int node) {
   step.name = n.name;
   step.op = l.op_label(n);
   step.primitive = dnnl::eltwise_forward(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc(), true, false});
-  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc()));
+  step.args.push_back(Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
-}
-
-int add_relu_backward(Lowering& l, const std::string& name, int y, const md_t& y_md, int dy) {
-  const auto algorithm = dnnl::algorithm::eltwise_relu_use_dst_for_bwd;
-  const dnnl::eltwise_forward::primitive_desc hint = onednn::eltwise_forward(
-      l.engine, dnnl::prop_kind::forward_training, algorithm, y_md, dnnl::primitive_attr());
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const dnnl::eltwise_backward::primitive_desc pd =
-      onednn::eltwise_backward(l.engine, algorithm, y_md, y_md, hint, attr);
-  const int dx = l.new_arena_buffer(pd.diff_src_desc(), name + ":diff_src");
-  Step step;
-  step.name = name + ":relu_backward";
-  step.op = "relu_backward";
-  step.primitive = dnnl::eltwise_backward(pd);
-  step.args.push_back(Arg{DNNL_ARG_DST, y, y_md, true, false});
-  step.args.push_back(Arg{DNNL_ARG_DIFF_DST, dy, y_md, true, false});
-  step.args.push_back(Arg{DNNL_ARG_DIFF_SRC, dx, pd.diff_src_desc(), false, true});
-  l.add_step(std::move(step), pd);
-  return dx;
 }
 
 void backward_relu(Lowering& l, int node) {
@@ -62,5 +64,13 @@ void backward_relu(Lowering& l, int node) {
   const int dy = l.gradient_as(n.output, y_md);
   l.add_gradient(x, add_relu_backward(l, n.name, l.value_buffer[out], y_md, dy), y_md);
 }
+
+[[maybe_unused]] const bool registered = register_op({.kind = OpKind::relu,
+                                                      .name = "relu",
+                                                      .infer = infer_relu,
+                                                      .lower = lower_relu,
+                                                      .backward = backward_relu});
+
+}  // namespace
 
 }  // namespace tfpin::engine::detail

@@ -3,6 +3,8 @@
 
 namespace tfpin::engine::detail {
 
+namespace {
+
 Status infer_softmax(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   TFPIN_TRY(expect_rank(ir, node, 0, 2, "input"));
@@ -21,10 +23,15 @@ void lower_softmax(Lowering& l, int node) {
   step.name = n.name;
   step.op = l.op_label(n);
   step.primitive = dnnl::softmax_forward(pd);
-  step.args.push_back(Arg{DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc(), true, false});
-  step.args.push_back(Arg{DNNL_ARG_DST, dst, pd.dst_desc(), false, true});
+  step.args.push_back(Arg::in(DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc()));
+  step.args.push_back(Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
 }
+
+[[maybe_unused]] const bool registered = register_op(
+    {.kind = OpKind::softmax, .name = "softmax", .infer = infer_softmax, .lower = lower_softmax});
+
+}  // namespace
 
 }  // namespace tfpin::engine::detail

@@ -12,6 +12,7 @@ enum class StatusCode {
   ok = 0,
   invalid_argument,  // a call was given a bad value (unknown input name, null buffer, zero
                      // lanes...)
+  invalid_state,     // a call out of order: run before a successful setup
   invalid_graph,     // the graph is wrong: unknown tensor, shape mismatch, bad attribute
   unsupported,       // valid, but this engine (or oneDNN on this CPU) cannot do it
   out_of_memory,     // the planned memory does not fit (or an allocation failed)

@@ -1,7 +1,8 @@
-// Thread settings of the engine: how many inter-op lanes, how many intra-op threads each, and the
-// cores of each lane. Precedence: explicit values (command-line flags) > TF_NUM_INTEROP_THREADS /
-// TF_NUM_INTRAOP_THREADS / OMP_NUM_THREADS > the plan tfpin handed over (TFPIN_*) > a plan computed
-// by the placement library for the allowed cores (one thread per core, inter-op 1).
+// Thread settings of `tfpin bench` and `tfpin tune` for the engine: how many inter-op lanes, how
+// many intra-op threads each, and the cores of each lane. Precedence: explicit values (command-line
+// flags) > TF_NUM_INTEROP_THREADS / TF_NUM_INTRAOP_THREADS / OMP_NUM_THREADS > the plan tfpin
+// handed over (TFPIN_*) > a plan computed by the placement library for the allowed cores (one
+// thread per core, inter-op 1).
 #pragma once
 
 #include <optional>
@@ -10,7 +11,7 @@
 
 #include "tfpin/environment.hpp"
 
-namespace tfpin::engine {
+namespace tfpin::cli {
 
 struct ThreadRequest {
   std::optional<unsigned> intra;  // --num_intra_threads (0 counts as unset, as in TensorFlow)
@@ -34,4 +35,4 @@ ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& ge
 // The process environment as an EnvGetter.
 EnvGetter process_environment();
 
-}  // namespace tfpin::engine
+}  // namespace tfpin::cli

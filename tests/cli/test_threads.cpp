@@ -4,11 +4,11 @@
 
 #include <map>
 
-#include "tfpin/engine/threads.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/topology.hpp"
+#include "threads.hpp"
 
-namespace tfpin::engine {
+namespace tfpin::cli {
 namespace {
 
 using ::testing::HasSubstr;
@@ -100,4 +100,4 @@ TEST(Threads, BadEnvironmentValueNamesTheVariable) {
 }
 
 }  // namespace
-}  // namespace tfpin::engine
+}  // namespace tfpin::cli

@@ -1,4 +1,4 @@
-#include "tfpin/engine/threads.hpp"
+#include "threads.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include "tfpin/placement.hpp"
 #include "tfpin/topology.hpp"
 
-namespace tfpin::engine {
+namespace tfpin::cli {
 
 EnvGetter process_environment() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -105,4 +105,4 @@ ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& ge
   return s;
 }
 
-}  // namespace tfpin::engine
+}  // namespace tfpin::cli

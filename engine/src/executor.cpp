@@ -1,0 +1,263 @@
+#include "executor.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <new>
+
+namespace tfpin::engine::detail {
+
+namespace {
+
+int linux_tid() { return static_cast<int>(syscall(SYS_gettid)); }
+
+bool pin_current_thread(const std::vector<unsigned>& cpus, std::string* error) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (unsigned c : cpus) {
+    if (c >= CPU_SETSIZE) {
+      *error = fmt::format("cpu {} is beyond CPU_SETSIZE", c);
+      return false;
+    }
+    CPU_SET(c, &set);
+  }
+  int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  if (rc != 0) {
+    *error = fmt::format("cannot pin to cpus {}: {}", fmt::join(cpus, ","), std::strerror(rc));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Executor::Executor(CompiledGraph& graph) : graph_(graph) {}
+
+Executor::~Executor() {
+  {
+    std::lock_guard lock(mutex_);
+    shutdown_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& lane : lanes_) {
+    if (lane->thread.joinable()) lane->thread.join();
+  }
+}
+
+std::unique_ptr<Executor::Lane> Executor::make_lane(unsigned index) {
+  const CompileOptions& options = graph_.options;
+  auto lane = std::make_unique<Lane>();
+  lane->index = index;
+  if (!options.lane_cpus.empty()) lane->cpus = options.lane_cpus[index];
+  if (graph_.scratchpad_bytes > 0) {
+    lane->scratch = allocate_aligned(graph_.scratchpad_bytes);
+    if (!lane->scratch) throw std::bad_alloc();
+  }
+  const std::vector<Step>& steps = graph_.steps;
+  lane->args.resize(steps.size());
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    auto& args = lane->args[s];
+    for (std::size_t a = 0; a < steps[s].args.size(); ++a) {
+      args.push_back({steps[s].args[a].arg, graph_.memories[s][a].get()});
+    }
+    if (steps[s].scratchpad_bytes > 0) {
+      md_t md({static_cast<dnnl::memory::dim>(steps[s].scratchpad_bytes)},
+              dnnl::memory::data_type::u8, tag::x);
+      lane->scratchpads.emplace_back(md, graph_.engine, lane->scratch.get());
+      args.push_back({DNNL_ARG_SCRATCHPAD, lane->scratchpads.back().get()});
+    }
+  }
+  return lane;
+}
+
+void Executor::start() {
+  for (unsigned i = 0; i < graph_.options.lanes; ++i) lanes_.push_back(make_lane(i));
+  for (auto& lane : lanes_) {
+    Lane* self = lane.get();
+    self->thread = std::thread([this, self] { lane_main(*self); });
+  }
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] { return lanes_started_ == lanes_.size(); });
+  if (!start_error_.empty()) throw Failure({StatusCode::runtime_error, start_error_});
+}
+
+Status Executor::run() {
+  {
+    std::lock_guard lock(mutex_);
+    ++generation_;
+    failed_ = false;
+    failure_.clear();
+    lanes_finished_ = 0;
+    pending_ = graph_.predecessor_counts;
+    remaining_ = graph_.steps.size();
+    ready_ = {};
+    for (std::size_t s = 0; s < graph_.steps.size(); ++s) {
+      if (pending_[s] == 0) ready_.push(static_cast<int>(s));
+    }
+  }
+  work_cv_.notify_all();
+  std::unique_lock lock(mutex_);
+  done_cv_.wait(lock, [&] { return lanes_finished_ == lanes_.size(); });
+  if (failed_) return {StatusCode::runtime_error, failure_};
+  return {};
+}
+
+void Executor::fail(const std::string& message) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!failed_) {
+      failed_ = true;
+      failure_ = message;  // the first failure wins; later ones are consequences
+    }
+  }
+  ready_cv_.notify_all();
+}
+
+void Executor::execute(Lane& lane, int index, std::uint64_t run) {
+  const auto i = static_cast<std::size_t>(index);
+  Step& step = graph_.steps[i];
+  const auto start = Clock::now();
+  try {
+    if (step.kernel) {
+      step.kernel(KernelCall{graph_.kernel_data[i], run});
+    } else {
+      // The C API with the arguments built at start-up: primitive::execute would rebuild them from
+      // a map on every call.
+      const std::vector<dnnl_exec_arg_t>& args = lane.args[i];
+      dnnl::error::wrap_c_api(dnnl_primitive_execute(step.primitive.get(), lane.stream.get(),
+                                                     static_cast<int>(args.size()), args.data()),
+                              "could not execute a primitive");
+      lane.stream.wait();
+    }
+  } catch (const std::exception& e) {
+    fail(fmt::format("step '{}' ({}) failed on lane {}: {}", step.name, step.op, lane.index,
+                     e.what()));
+    return;
+  } catch (...) {
+    fail(fmt::format("step '{}' ({}) failed on lane {}", step.name, step.op, lane.index));
+    return;
+  }
+  if (graph_.options.trace) {
+    const auto end = Clock::now();
+    TraceEvent event;
+    event.name = step.name;
+    event.op = step.op;
+    event.lane = lane.index;
+    event.thread = lane.tid;
+    event.run = run;
+    event.start_us = std::chrono::duration<double, std::micro>(start - epoch_).count();
+    event.duration_us = std::chrono::duration<double, std::micro>(end - start).count();
+    lane.trace.push_back(std::move(event));
+  }
+}
+
+std::string Executor::prepare_lane_thread(Lane& lane) {
+  lane.tid = linux_tid();
+  try {
+    lane.stream = dnnl::stream(graph_.engine);
+  } catch (const dnnl::error& e) {
+    return e.what();
+  }
+  const int intra = static_cast<int>(graph_.options.intra);
+  omp_set_num_threads(intra);
+  if (lane.cpus.empty()) return {};
+  std::string error;
+  if (!pin_current_thread(lane.cpus, &error)) return error;
+  // One OpenMP thread per core of the lane: the team is created here (workers inherit the lane's
+  // cpus) and each member pins itself; libgomp keeps this team for the lane's later regions.
+  std::vector<std::string> errors(static_cast<std::size_t>(intra));
+#pragma omp parallel num_threads(intra)
+  {
+    const auto member = static_cast<std::size_t>(omp_get_thread_num());
+    pin_current_thread({lane.cpus[member % lane.cpus.size()]}, &errors[member]);
+  }
+  for (const std::string& e : errors) {
+    if (!e.empty()) return e;
+  }
+  return {};
+}
+
+void Executor::run_in_order(Lane& lane, std::uint64_t run) {
+  for (std::size_t s = 0; s < graph_.steps.size(); ++s) {
+    execute(lane, static_cast<int>(s), run);
+    if (failed_) break;  // only this thread writes it while a single lane runs
+  }
+}
+
+void Executor::run_when_ready(Lane& lane, std::uint64_t run) {
+  for (;;) {
+    int step = -1;
+    {
+      std::unique_lock lock(mutex_);
+      ready_cv_.wait(lock, [&] { return failed_ || remaining_ == 0 || !ready_.empty(); });
+      if (failed_ || remaining_ == 0) return;
+      step = ready_.top();
+      ready_.pop();
+    }
+    execute(lane, step, run);
+    {
+      std::lock_guard lock(mutex_);
+      for (int successor : graph_.successors[static_cast<std::size_t>(step)]) {
+        if (--pending_[static_cast<std::size_t>(successor)] == 0) ready_.push(successor);
+      }
+      --remaining_;
+    }
+    ready_cv_.notify_all();
+  }
+}
+
+void Executor::lane_main(Lane& lane) {
+  const std::string error = prepare_lane_thread(lane);
+  {
+    std::lock_guard lock(mutex_);
+    ++lanes_started_;
+    if (!error.empty() && start_error_.empty()) {
+      start_error_ = fmt::format("lane {}: {}", lane.index, error);
+    }
+  }
+  done_cv_.notify_all();
+
+  std::uint64_t seen = 0;
+  const bool single = lanes_.size() == 1;
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      work_cv_.wait(lock, [&] { return shutdown_ || generation_ != seen; });
+      if (shutdown_) return;
+      seen = generation_;
+    }
+    if (single) {
+      run_in_order(lane, seen);
+    } else {
+      run_when_ready(lane, seen);
+    }
+    {
+      std::lock_guard lock(mutex_);
+      ++lanes_finished_;
+    }
+    done_cv_.notify_all();
+  }
+}
+
+std::vector<TraceEvent> Executor::take_trace() {
+  std::vector<TraceEvent> all;
+  std::lock_guard lock(mutex_);
+  for (auto& lane : lanes_) {
+    all.insert(all.end(), std::make_move_iterator(lane->trace.begin()),
+               std::make_move_iterator(lane->trace.end()));
+    lane->trace.clear();
+  }
+  std::sort(all.begin(), all.end(),
+            [](const TraceEvent& a, const TraceEvent& b) { return a.start_us < b.start_us; });
+  return all;
+}
+
+}  // namespace tfpin::engine::detail

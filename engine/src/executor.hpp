@@ -1,0 +1,83 @@
+// The executor: M inter-op lanes, each a thread pinned to its lane's cores with its own OpenMP
+// team, oneDNN stream and scratchpad, running the compiled steps as their inputs become ready. The
+// first failure of a run is kept (later ones are its consequences) and the run stops.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compiled_graph.hpp"
+
+namespace tfpin::engine::detail {
+
+class Executor {
+ public:
+  explicit Executor(CompiledGraph& graph);
+  ~Executor();  // stops and joins the lanes
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Starts the lanes and waits until each is pinned and ready. Throws Failure (runtime_error) when
+  // a lane cannot be set up, std::bad_alloc when a scratchpad cannot be allocated.
+  void start();
+  // Runs every step once (one inference or one training step).
+  Status run();
+  // Events recorded so far (CompileOptions::trace), sorted by start time; clears them.
+  std::vector<TraceEvent> take_trace();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct Lane {
+    unsigned index = 0;
+    std::vector<unsigned> cpus;
+    std::thread thread;
+    int tid = 0;
+    dnnl::stream stream;
+    AlignedBytes scratch;
+    std::vector<dnnl::memory> scratchpads;           // views of `scratch`, one per step using it
+    std::vector<std::vector<dnnl_exec_arg_t>> args;  // per step, built once
+    std::vector<TraceEvent> trace;
+  };
+
+  std::unique_ptr<Lane> make_lane(unsigned index);
+  // The lane thread's prologue: its stream, its pinning and its pinned OpenMP team. Returns an
+  // error message, empty on success.
+  std::string prepare_lane_thread(Lane& lane);
+  void lane_main(Lane& lane);
+  void run_in_order(Lane& lane, std::uint64_t run);  // the only lane: no scheduling needed
+  void run_when_ready(Lane& lane, std::uint64_t run);
+  void execute(Lane& lane, int step, std::uint64_t run);
+  void fail(const std::string& message);
+
+  CompiledGraph& graph_;
+  const Clock::time_point epoch_ = Clock::now();
+  std::vector<std::unique_ptr<Lane>> lanes_;
+
+  // Scheduling state, guarded by mutex_.
+  std::mutex mutex_;
+  std::condition_variable work_cv_;   // a new run, or shutdown
+  std::condition_variable ready_cv_;  // steps became ready, a run finished, or it failed
+  std::condition_variable done_cv_;   // lanes started, or finished a run
+  std::uint64_t generation_ = 0;      // run number
+  bool shutdown_ = false;
+  unsigned lanes_started_ = 0;
+  unsigned lanes_finished_ = 0;
+  std::string start_error_;
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready_;  // lowest step first
+  std::vector<int> pending_;  // per step: predecessors not yet done in this run
+  std::size_t remaining_ = 0;
+  std::atomic<bool> failed_ = false;
+  std::string failure_;
+};
+
+}  // namespace tfpin::engine::detail
