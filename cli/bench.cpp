@@ -13,16 +13,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <random>
 
 #include "commands.hpp"
 #include "tfpin/cpulist.hpp"
 #include "tfpin/engine/models.hpp"
 #include "tfpin/engine/runtime.hpp"
-#include "threads.hpp"
 #include "tfpin/engine/version.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/options.hpp"
+#include "threads.hpp"
 
 namespace tfpin::cli {
 
@@ -68,8 +69,7 @@ std::string perf_string(const Stats& s) {
 }
 
 // The kernel's Cpus_allowed_list, read from /proc rather than sched_getaffinity: the shim answers
-// the latter with the plan's view, and `tfpin tune` wants proof of the binding itself. Read before
-// the engine starts: the main thread then becomes a lane's OpenMP master, pinned to one core.
+// the latter with the plan's view, and `tfpin tune` wants proof of the binding itself.
 std::string kernel_cpus_allowed() {
   std::ifstream status("/proc/self/status");
   const std::string key = "Cpus_allowed_list:";
@@ -111,20 +111,26 @@ std::string lanes_text(const std::vector<std::vector<unsigned>>& lanes) {
   return fmt::format("{}", fmt::join(texts, " | "));
 }
 
+void add_workload_options(CLI::App& sub, WorkloadOptions& workload) {
+  sub.add_option("--model", workload.model,
+                 fmt::format("{}", fmt::join(engine::model_names(), "|")))
+      ->type_name("NAME");
+  sub.add_option("--data_format", workload.data_format, "layout of the input images: NHWC|NCHW")
+      ->type_name("NHWC|NCHW");
+  sub.add_flag("--forward_only", workload.forward_only,
+               "inference only (default: training steps: forward, backward, SGD update)");
+}
+
 CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   CLI::App* sub = app.add_subcommand(
       "bench", "images/sec of a standard CNN on the engine (tf_cnn_benchmarks' flags and output)");
-  sub->add_option("--model", bench.model,
-                  fmt::format("{} (default resnet50)", fmt::join(engine::model_names(), "|")))
-      ->type_name("NAME");
-  sub->add_option("--batch_size", bench.batch_size, "images per step (default 32)")->type_name("B");
-  sub->add_option("--num_batches", bench.num_batches, "timed steps (default 100)")->type_name("N");
-  sub->add_option("--num_warmup_batches", bench.num_warmup_batches,
-                  "untimed steps first (default 10)")
+  // Help shows each option's default from the command's own initial value: written once.
+  sub->option_defaults()->always_capture_default();
+  add_workload_options(*sub, bench.workload);
+  sub->add_option("--batch_size", bench.batch_size, "images per step")->type_name("B");
+  sub->add_option("--num_batches", bench.num_batches, "timed steps")->type_name("N");
+  sub->add_option("--num_warmup_batches", bench.num_warmup_batches, "untimed steps first")
       ->type_name("N");
-  sub->add_option("--data_format", bench.data_format,
-                  "layout of the input images: NHWC|NCHW (default NHWC)")
-      ->type_name("NHWC|NCHW");
   sub->add_option("--num_intra_threads", bench.num_intra_threads,
                   "OpenMP threads per inter-op lane (default: TF_NUM_INTRAOP_THREADS, "
                   "OMP_NUM_THREADS, the tfpin plan, else cores / lanes; 0 = default)")
@@ -133,8 +139,6 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
                   "inter-op lanes running independent operators concurrently (default: "
                   "TF_NUM_INTEROP_THREADS, the tfpin plan, else 1; 0 = default)")
       ->type_name("M");
-  sub->add_flag("--forward_only", bench.forward_only,
-                "inference only (default: training steps: forward, backward, SGD update)");
   sub->add_option("--trace_file", bench.trace_file,
                   "write a Chrome trace (JSON) of the timed steps: one event per operator")
       ->type_name("FILE");
@@ -150,84 +154,109 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   return sub;
 }
 
-int BenchCommand::operator()() const {
-  const std::string cpus_allowed = kernel_cpus_allowed();
-  const engine::Model model_value = model_option(model);
-  const engine::Layout layout = data_format_option(data_format);
-  const unsigned batch = parse_count("--batch_size", batch_size, 1u << 30);
-  const unsigned steps = parse_count("--num_batches", num_batches, 1000000);
-  const unsigned warmup = parse_non_negative("--num_warmup_batches", num_warmup_batches, 1000000);
+namespace {
+
+// The command's flags, checked.
+struct BenchSettings {
+  engine::Model model = engine::Model::resnet50;
+  engine::Layout layout = engine::Layout::nhwc;
+  unsigned batch = 0;
+  unsigned steps = 0;
+  unsigned warmup = 0;
+  ThreadSettings threads;
+};
+
+BenchSettings check_flags(const BenchCommand& bench) {
+  BenchSettings settings;
+  settings.model = model_option(bench.workload.model);
+  settings.layout = data_format_option(bench.workload.data_format);
+  settings.batch = parse_count("--batch_size", bench.batch_size, 1u << 30);
+  settings.steps = parse_count("--num_batches", bench.num_batches, 1000000);
+  settings.warmup = parse_non_negative("--num_warmup_batches", bench.num_warmup_batches, 1000000);
   ThreadRequest request;
-  if (!num_intra_threads.empty()) {
-    request.intra = parse_non_negative("--num_intra_threads", num_intra_threads, max_count);
+  if (!bench.num_intra_threads.empty()) {
+    request.intra = parse_non_negative("--num_intra_threads", bench.num_intra_threads, max_count);
   }
-  if (!num_inter_threads.empty()) {
-    request.inter = parse_non_negative("--num_inter_threads", num_inter_threads, max_count);
+  if (!bench.num_inter_threads.empty()) {
+    request.inter = parse_non_negative("--num_inter_threads", bench.num_inter_threads, max_count);
   }
-  const ThreadSettings threads =
-      resolve_threads(request, process_environment());
+  settings.threads = resolve_threads(request, process_environment());
+  return settings;
+}
 
-  const bool progress = !json && isatty(STDERR_FILENO) != 0;
-  if (!json) {
-    const engine::LibraryVersion v = engine::onednn_runtime_version();
-    fmt::print("tfpin engine: oneDNN {} ({})\n", v.text(), v.runtime);
-    fmt::print("Model:       {}\n", model);
-    fmt::print("Dataset:     imagenet (synthetic)\n");
-    fmt::print("Mode:        {}\n", forward_only ? "forward-only (inference)"
-                                                 : "training (SGD with momentum, cross-entropy)");
-    fmt::print("Batch size:  {} global\n             {} per device\n", batch, batch);
-    fmt::print("Num batches: {}\n", steps);
-    fmt::print("Devices:     ['/cpu:0']\n");
-    fmt::print("Data format: {}\n", engine::to_string(layout));
-    fmt::print("Threads:     intra {} ({}), inter-op {} ({}), lanes {} ({})\n", threads.intra,
-               threads.intra_source, threads.inter, threads.inter_source,
-               lanes_text(threads.lane_cpus),
-               threads.cpus_source);
-    fmt::print("==========\nGenerating model\n");
-    std::fflush(stdout);
-  }
+// tf_cnn_benchmarks' preamble.
+void print_header(const BenchCommand& bench, const BenchSettings& settings) {
+  const engine::LibraryVersion v = engine::onednn_runtime_version();
+  const ThreadSettings& threads = settings.threads;
+  fmt::print("tfpin engine: oneDNN {} ({})\n", v.text(), v.runtime);
+  fmt::print("Model:       {}\n", bench.workload.model);
+  fmt::print("Dataset:     imagenet (synthetic)\n");
+  fmt::print("Mode:        {}\n", bench.workload.forward_only
+                                      ? "forward-only (inference)"
+                                      : "training (SGD with momentum, cross-entropy)");
+  fmt::print("Batch size:  {} global\n             {} per device\n", settings.batch,
+             settings.batch);
+  fmt::print("Num batches: {}\n", settings.steps);
+  fmt::print("Devices:     ['/cpu:0']\n");
+  fmt::print("Data format: {}\n", engine::to_string(settings.layout));
+  fmt::print("Threads:     intra {} ({}), inter-op {} ({}), lanes {} ({})\n", threads.intra,
+             threads.intra_source, threads.inter, threads.inter_source,
+             lanes_text(threads.lane_cpus), threads.cpus_source);
+  fmt::print("==========\nGenerating model\n");
+  std::fflush(stdout);
+}
 
-  const engine::Graph graph = engine::build_model(model_value, batch, layout);
+engine::CompileOptions compile_options(const BenchCommand& bench, const BenchSettings& settings) {
   engine::CompileOptions options;
-  options.lanes = threads.inter;
-  options.intra = threads.intra;
-  options.lane_cpus = threads.lane_cpus;
-  options.fusion = !no_fusion;
-  options.winograd = !no_winograd;
-  options.blocked_layouts = !any_layouts;
-  options.trace = !trace_file.empty();
-  if (!forward_only) options.training = engine::TrainingOptions{};
-  std::unique_ptr<engine::Runtime> runtime;
-  engine::Status status = engine::Runtime::create(graph, options, &runtime);
-  if (!status.ok()) {
-    fmt::print(stderr, "tfpin bench: cannot compile {} for batch {}: {}\n", model, batch,
-               status.to_string());
-    // A batch whose memory cannot be planned is the user's value to change, like a bad flag.
-    return status.code() == engine::StatusCode::out_of_memory ? exit_usage : exit_failure;
-  }
-  if (verbose) fmt::print(stderr, "{}", runtime->describe());
-  const engine::CompileReport& report = runtime->report();
+  options.lanes = settings.threads.inter;
+  options.intra = settings.threads.intra;
+  options.lane_cpus = settings.threads.lane_cpus;
+  options.fusion = !bench.no_fusion;
+  options.winograd = !bench.no_winograd;
+  options.blocked_layouts = !bench.any_layouts;
+  options.trace = !bench.trace_file.empty();
+  if (!bench.workload.forward_only) options.training = engine::TrainingOptions{};
+  return options;
+}
 
-  const engine::TensorInfo& in_info = runtime->inputs().at(0);
-  const engine::TensorInfo& out_info = runtime->outputs().at(0);
-  std::vector<float> images(in_info.elements());
+// The synthetic data a run reads and writes, bound to the runtime.
+struct Feed {
+  std::vector<float> images;
+  std::vector<float> labels;
+  std::vector<float> probabilities;
+};
+
+engine::Status bind_feed(engine::Runtime& runtime, bool training, unsigned batch, Feed& feed) {
+  const engine::TensorInfo& in_info = runtime.inputs().at(0);
+  const engine::TensorInfo& out_info = runtime.outputs().at(0);
+  feed.images.resize(in_info.elements());
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (float& x : images) x = dist(rng);
-  std::vector<float> probabilities(out_info.elements());
+  for (float& x : feed.images) x = dist(rng);
+  feed.probabilities.resize(out_info.elements());
   // Synthetic labels, as tf_cnn_benchmarks' synthetic data: fixed, spread over the classes.
-  std::vector<float> labels(batch);
-  for (unsigned i = 0; i < batch; ++i) labels[i] = static_cast<float>((i * 7919u) % 1000u);
-  std::vector<engine::ExternalInput> in = {{in_info.name, images.data()}};
-  if (!forward_only) in.push_back({"labels", labels.data()});
-  const engine::ExternalOutput out[] = {{out_info.name, probabilities.data()}};
-  status = runtime->setup(in, out);
-  if (!status.ok()) {
-    fmt::print(stderr, "tfpin bench: setup failed: {}\n", status.to_string());
-    return exit_failure;
-  }
+  feed.labels.resize(batch);
+  for (unsigned i = 0; i < batch; ++i) feed.labels[i] = static_cast<float>((i * 7919u) % 1000u);
+  std::vector<engine::ExternalInput> in = {{in_info.name, feed.images.data()}};
+  if (training) in.push_back({"labels", feed.labels.data()});
+  const engine::ExternalOutput out[] = {{out_info.name, feed.probabilities.data()}};
+  return runtime.setup(in, out);
+}
+
+struct Timing {
+  std::vector<double> step_seconds;
+  double seconds = 0;  // the whole timed loop
+};
+
+// Warm-up, then the timed steps with tf_cnn_benchmarks' running report; nullopt when a step failed
+// (reported).
+std::optional<Timing> run_steps(engine::Runtime& runtime, const BenchCommand& bench,
+                                const BenchSettings& settings) {
+  using Clock = std::chrono::steady_clock;
+  const bool forward_only = bench.workload.forward_only;
+  const bool progress = !bench.json && isatty(STDERR_FILENO) != 0;
   auto run_step = [&]() {
-    engine::Status s = runtime->run();
+    engine::Status s = runtime.run();
     if (!s.ok()) {
       if (progress) fmt::print(stderr, "\r\033[K");
       fmt::print(stderr, "tfpin bench: step failed: {}\n", s.to_string());
@@ -235,47 +264,147 @@ int BenchCommand::operator()() const {
     }
     return true;
   };
-
-  using Clock = std::chrono::steady_clock;
-  if (!json) fmt::print("Running warm up\n");
+  if (!bench.json) fmt::print("Running warm up\n");
   std::fflush(stdout);
-  for (unsigned i = 0; i < warmup; ++i) {
-    if (progress) fmt::print(stderr, "\rwarm-up {}/{}", i + 1, warmup);
-    if (!run_step()) return exit_failure;
+  for (unsigned i = 0; i < settings.warmup; ++i) {
+    if (progress) fmt::print(stderr, "\rwarm-up {}/{}", i + 1, settings.warmup);
+    if (!run_step()) return std::nullopt;
   }
-  runtime->take_trace();  // keep only the timed steps
+  runtime.take_trace();  // keep only the timed steps
   if (progress) fmt::print(stderr, "\r\033[K");
-  if (!json) fmt::print("Done warm up\nStep\tImg/sec{}\n", forward_only ? "" : "\ttotal_loss");
+  if (!bench.json)
+    fmt::print("Done warm up\nStep\tImg/sec{}\n", forward_only ? "" : "\ttotal_loss");
   std::fflush(stdout);
+  const double batch = settings.batch;
   std::vector<double> times;
   const auto start = Clock::now();
-  for (unsigned i = 0; i < steps; ++i) {
+  for (unsigned i = 0; i < settings.steps; ++i) {
     const auto t0 = Clock::now();
-    if (!run_step()) return exit_failure;
+    if (!run_step()) return std::nullopt;
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     if (progress) {
-      fmt::print(stderr, "\rstep {}/{}: {:.1f} images/sec", i + 1, steps, batch / times.back());
+      fmt::print(stderr, "\rstep {}/{}: {:.1f} images/sec", i + 1, settings.steps,
+                 batch / times.back());
     }
-    if (!json && (i == 0 || (i + 1) % 10 == 0)) {
+    if (!bench.json && (i == 0 || (i + 1) % 10 == 0)) {
       if (progress) fmt::print(stderr, "\r\033[K");
       if (forward_only) {
         fmt::print("{}\t{}\n", i + 1, perf_string(perf_stats(batch, times)));
       } else {
         fmt::print("{}\t{}\t{:.3f}\n", i + 1, perf_string(perf_stats(batch, times)),
-                   runtime->loss());
+                   runtime.loss());
       }
       std::fflush(stdout);
     }
   }
-  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (progress) fmt::print(stderr, "\r\033[K");
-  const double total = static_cast<double>(batch) * steps / elapsed;
-  const Stats stats = perf_stats(batch, times);
-  bool finite = std::all_of(probabilities.begin(), probabilities.end(),
-                            [](float p) { return std::isfinite(p); });
-  const float loss = runtime->loss();
-  if (!forward_only) finite = finite && std::isfinite(loss);
+  return Timing{std::move(times), seconds};
+}
 
+// What the timed steps gave.
+struct Outcome {
+  double images_per_sec = 0;  // over the whole timed loop
+  Stats stats;
+  double best_step_images_per_sec = 0;
+  double flops_per_image = 0;
+  float loss = 0;
+  bool finite = true;
+};
+
+nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& settings,
+                           const std::string& cpus_allowed, const engine::CompileReport& report,
+                           const Outcome& outcome) {
+  const bool forward_only = bench.workload.forward_only;
+  nlohmann::json j;
+  j["model"] = bench.workload.model;
+  j["batch_size"] = settings.batch;
+  j["num_batches"] = settings.steps;
+  j["num_warmup_batches"] = settings.warmup;
+  j["data_format"] = engine::to_string(settings.layout);
+  j["forward_only"] = forward_only;
+  j["mode"] = forward_only ? "inference" : "training";
+  if (!forward_only) j["loss"] = outcome.loss;
+  j["images_per_sec"] = outcome.images_per_sec;
+  // "best": the fastest step, a floor for what the machine gives when nothing else runs on it.
+  j["step_images_per_sec"] = {{"mean", outcome.stats.mean},
+                              {"uncertainty", outcome.stats.uncertainty},
+                              {"jitter", outcome.stats.jitter},
+                              {"best", outcome.best_step_images_per_sec}};
+  const ThreadSettings& threads = settings.threads;
+  j["intra"] = threads.intra;
+  j["interop"] = threads.inter;
+  j["intra_source"] = threads.intra_source;
+  j["interop_source"] = threads.inter_source;
+  j["lanes"] = threads.lane_cpus;
+  j["cpus_allowed"] = cpus_allowed;
+  j["fusion"] = !bench.no_fusion;
+  j["winograd"] = !bench.no_winograd;
+  j["onednn"] = {{"version", engine::onednn_runtime_version().text()},
+                 {"built_with", engine::onednn_build_version().text()},
+                 {"runtime", engine::onednn_runtime_version().runtime},
+                 {"winograd_offered", engine::onednn_offers_winograd()}};
+  j["gflop_per_image"] = outcome.flops_per_image / 1e9;
+  j["gflops"] = outcome.flops_per_image * outcome.images_per_sec / 1e9;
+  j["memory"] = {{"activations_peak_bytes", report.arena_bytes},
+                 {"activations_unplanned_bytes", report.activation_bytes},
+                 {"weights_bytes", report.weight_bytes},
+                 {"scratchpad_bytes_per_lane", report.scratchpad_bytes}};
+  j["compile"] = {{"steps", report.steps},
+                  {"reorders", report.reorders},
+                  {"folded_batch_norms", report.folded_batch_norms},
+                  {"fused_relus", report.fused_relus},
+                  {"fused_adds", report.fused_adds},
+                  {"in_place_adds", report.in_place_adds},
+                  {"trained_tensors", report.parameters}};
+  j["outputs_finite"] = outcome.finite;
+  return j;
+}
+
+void print_text_report(bool forward_only, const engine::CompileReport& report,
+                       const Outcome& outcome) {
+  fmt::print("----------------------------------------------------------------\n");
+  fmt::print("total images/sec: {:.2f}\n", outcome.images_per_sec);
+  fmt::print("----------------------------------------------------------------\n");
+  fmt::print(
+      "GFLOP/image: {:.2f}{}, GFLOP/s: {:.1f}; memory: activations {} (peak after reuse, "
+      "{} without), weights {}; {} steps, {} reorders\n",
+      outcome.flops_per_image / 1e9, forward_only ? "" : " (3x forward)",
+      outcome.flops_per_image * outcome.images_per_sec / 1e9, bytes_string(report.arena_bytes),
+      bytes_string(report.activation_bytes), bytes_string(report.weight_bytes), report.steps,
+      report.reorders);
+}
+
+}  // namespace
+
+int BenchCommand::operator()() const {
+  // Before the engine starts: the main thread then becomes a lane's OpenMP master, pinned to one
+  // core.
+  const std::string cpus_allowed = kernel_cpus_allowed();
+  const BenchSettings settings = check_flags(*this);
+  const bool forward_only = workload.forward_only;
+  if (!json) print_header(*this, settings);
+
+  const engine::Graph graph = engine::build_model(settings.model, settings.batch, settings.layout);
+  std::unique_ptr<engine::Runtime> runtime;
+  engine::Status status =
+      engine::Runtime::create(graph, compile_options(*this, settings), &runtime);
+  if (!status.ok()) {
+    fmt::print(stderr, "tfpin bench: cannot compile {} for batch {}: {}\n", workload.model,
+               settings.batch, status.to_string());
+    // A batch whose memory cannot be planned is the user's value to change, like a bad flag.
+    return status.code() == engine::StatusCode::out_of_memory ? exit_usage : exit_failure;
+  }
+  if (verbose) fmt::print(stderr, "{}", runtime->describe());
+  Feed feed;
+  status = bind_feed(*runtime, !forward_only, settings.batch, feed);
+  if (!status.ok()) {
+    fmt::print(stderr, "tfpin bench: setup failed: {}\n", status.to_string());
+    return exit_failure;
+  }
+
+  const std::optional<Timing> timing = run_steps(*runtime, *this, settings);
+  if (!timing) return exit_failure;
   if (!trace_file.empty()) {
     std::ofstream f(trace_file);
     f << engine::chrome_trace_json(runtime->take_trace());
@@ -284,63 +413,27 @@ int BenchCommand::operator()() const {
       return exit_failure;
     }
   }
+
+  const engine::CompileReport& report = runtime->report();
+  const double batch = settings.batch;
+  Outcome outcome;
+  const std::vector<double>& times = timing->step_seconds;
+  outcome.images_per_sec = batch * settings.steps / timing->seconds;
+  outcome.stats = perf_stats(batch, times);
+  outcome.best_step_images_per_sec = batch / *std::min_element(times.begin(), times.end());
   // Training counts 3x the forward FLOPs (forward, backward data, backward weights), as is usual.
-  const double flops_per_image = report.flops / batch * (forward_only ? 1.0 : 3.0);
+  outcome.flops_per_image = report.flops / batch * (forward_only ? 1.0 : 3.0);
+  outcome.loss = runtime->loss();
+  outcome.finite = std::all_of(feed.probabilities.begin(), feed.probabilities.end(),
+                               [](float p) { return std::isfinite(p); });
+  if (!forward_only) outcome.finite = outcome.finite && std::isfinite(outcome.loss);
+
   if (json) {
-    nlohmann::json j;
-    j["model"] = model;
-    j["batch_size"] = batch;
-    j["num_batches"] = steps;
-    j["num_warmup_batches"] = warmup;
-    j["data_format"] = engine::to_string(layout);
-    j["forward_only"] = forward_only;
-    j["mode"] = forward_only ? "inference" : "training";
-    if (!forward_only) j["loss"] = loss;
-    j["images_per_sec"] = total;
-    // "best": the fastest step, a floor for what the machine gives when nothing else runs on it.
-    j["step_images_per_sec"] = {{"mean", stats.mean},
-                                {"uncertainty", stats.uncertainty},
-                                {"jitter", stats.jitter},
-                                {"best", batch / *std::min_element(times.begin(), times.end())}};
-    j["intra"] = threads.intra;
-    j["interop"] = threads.inter;
-    j["intra_source"] = threads.intra_source;
-    j["interop_source"] = threads.inter_source;
-    j["lanes"] = threads.lane_cpus;
-    j["cpus_allowed"] = cpus_allowed;
-    j["fusion"] = !no_fusion;
-    j["winograd"] = !no_winograd;
-    j["onednn"] = {{"version", engine::onednn_runtime_version().text()},
-                   {"built_with", engine::onednn_build_version().text()},
-                   {"runtime", engine::onednn_runtime_version().runtime},
-                   {"winograd_offered", engine::onednn_offers_winograd()}};
-    j["gflop_per_image"] = flops_per_image / 1e9;
-    j["gflops"] = flops_per_image * total / 1e9;
-    j["memory"] = {{"activations_peak_bytes", report.arena_bytes},
-                   {"activations_unplanned_bytes", report.activation_bytes},
-                   {"weights_bytes", report.weight_bytes},
-                   {"scratchpad_bytes_per_lane", report.scratchpad_bytes}};
-    j["compile"] = {{"steps", report.steps},
-                    {"reorders", report.reorders},
-                    {"folded_batch_norms", report.folded_batch_norms},
-                    {"fused_relus", report.fused_relus},
-                    {"fused_adds", report.fused_adds},
-                    {"in_place_adds", report.in_place_adds},
-                    {"trained_tensors", report.parameters}};
-    j["outputs_finite"] = finite;
-    fmt::print("{}\n", j.dump());
+    fmt::print("{}\n", json_report(*this, settings, cpus_allowed, report, outcome).dump());
   } else {
-    fmt::print("----------------------------------------------------------------\n");
-    fmt::print("total images/sec: {:.2f}\n", total);
-    fmt::print("----------------------------------------------------------------\n");
-    fmt::print(
-        "GFLOP/image: {:.2f}{}, GFLOP/s: {:.1f}; memory: activations {} (peak after reuse, "
-        "{} without), weights {}; {} steps, {} reorders\n",
-        flops_per_image / 1e9, forward_only ? "" : " (3x forward)", flops_per_image * total / 1e9,
-        bytes_string(report.arena_bytes), bytes_string(report.activation_bytes),
-        bytes_string(report.weight_bytes), report.steps, report.reorders);
+    print_text_report(forward_only, report, outcome);
   }
-  if (!finite) {
+  if (!outcome.finite) {
     fmt::print(stderr, "tfpin bench: the outputs {}are not finite\n",
                forward_only ? "" : "or the loss ");
     return exit_failure;

@@ -12,17 +12,24 @@
 
 namespace tfpin::cli {
 
-struct BenchCommand {
-  // Kept as text: tfpin's own parsers give the messages (flag, value, valid choices).
+// What `tfpin bench` and `tfpin tune` both take, with the same names, defaults and help.
+struct WorkloadOptions {
   std::string model = "resnet50";
+  std::string data_format = "NHWC";
+  bool forward_only = false;
+};
+void add_workload_options(CLI::App& sub, WorkloadOptions& workload);
+
+struct BenchCommand {
+  // Kept as text: tfpin's own parsers give the messages (flag, value, valid choices). The initial
+  // values are the defaults `--help` shows.
+  WorkloadOptions workload;
   std::string batch_size = "32";
   std::string num_batches = "100";
   std::string num_warmup_batches = "10";
-  std::string data_format = "NHWC";
   std::string num_intra_threads;
   std::string num_inter_threads;
   std::string trace_file;
-  bool forward_only = false;
   bool json = false;
   bool no_fusion = false;
   bool no_winograd = false;

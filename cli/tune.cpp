@@ -86,10 +86,10 @@ std::vector<std::string> child_command(const std::string& exe, const TuneCommand
     argv.insert(argv.end(), {"--cpuset", tune.cpuset});
   }
   argv.insert(argv.end(),
-              {"--", exe, "bench", "--model", tune.model, "--batch_size", std::to_string(batch),
-               "--num_batches", tune.num_batches, "--num_warmup_batches", tune.num_warmup_batches,
-               "--data_format", tune.data_format, "--json"});
-  if (tune.forward_only) argv.push_back("--forward_only");
+              {"--", exe, "bench", "--model", tune.workload.model, "--batch_size",
+               std::to_string(batch), "--num_batches", tune.num_batches, "--num_warmup_batches",
+               tune.num_warmup_batches, "--data_format", tune.workload.data_format, "--json"});
+  if (tune.workload.forward_only) argv.push_back("--forward_only");
   return argv;
 }
 
@@ -227,11 +227,10 @@ CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune) {
       "tune",
       "sweep threads x inter-op x batch size on this allocation, each run pinned in its own "
       "process; print the table, a plot and the #SBATCH lines of the fastest");
-  sub->add_option("--model", tune.model,
-                  fmt::format("{} (default resnet50)", fmt::join(engine::model_names(), "|")))
-      ->type_name("NAME");
-  sub->add_option("--batch_sizes", tune.batch_sizes, "batch sizes to try (default 1,16,32)")
-      ->type_name("LIST");
+  // Help shows each option's default from the command's own initial value: written once.
+  sub->option_defaults()->always_capture_default();
+  add_workload_options(*sub, tune.workload);
+  sub->add_option("--batch_sizes", tune.batch_sizes, "batch sizes to try")->type_name("LIST");
   sub->add_option("--threads", tune.threads,
                   "total thread counts to try (default: every allowed core)")
       ->type_name("LIST");
@@ -239,15 +238,9 @@ CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune) {
                   "inter-op lane counts to try, each with every thread count it divides "
                   "(default: every divisor of each thread count)")
       ->type_name("LIST");
-  sub->add_option("--num_batches", tune.num_batches, "timed steps per run (default 20)")
+  sub->add_option("--num_batches", tune.num_batches, "timed steps per run")->type_name("N");
+  sub->add_option("--num_warmup_batches", tune.num_warmup_batches, "untimed steps first")
       ->type_name("N");
-  sub->add_option("--num_warmup_batches", tune.num_warmup_batches,
-                  "untimed steps first (default 5)")
-      ->type_name("N");
-  sub->add_option("--data_format", tune.data_format, "NHWC|NCHW (default NHWC)")
-      ->type_name("NHWC|NCHW");
-  sub->add_flag("--forward_only", tune.forward_only,
-                "inference only (default: training steps, forward + backward + SGD update)");
   tune.cpuset_option = sub->add_option("--cpuset", tune.cpuset,
                                        "tune on these CPUs only, a cpulist (default: this "
                                        "process's affinity)")
@@ -258,8 +251,8 @@ CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune) {
       ->type_name("DESC|FILE");
   sub->add_flag("--dry-run", tune.dry_run, "list the configurations and commands; run nothing");
   sub->add_option("--timeout", tune.timeout,
-                  "seconds one run may take before it is killed and reported as failed "
-                  "(default 0: no limit)")
+                  "seconds one run may take before it is killed and reported as failed (0: no "
+                  "limit)")
       ->type_name("S");
   sub->add_option("--plot", tune.plot, "write an SVG plot of images/sec per configuration")
       ->type_name("FILE");
@@ -267,30 +260,134 @@ CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune) {
   return sub;
 }
 
-int TuneCommand::operator()() const {
-  // Everything is checked before the first child starts: a typo should not cost a sweep.
+namespace {
+
+// --threads (default: every allowed core), each at most the cores allowed.
+std::vector<unsigned> thread_counts_option(const std::string& text, const TuneSweep& sweep) {
+  if (text.empty()) return {sweep.cores};
+  const std::vector<unsigned> counts = parse_list("--threads", text, max_count);
+  for (unsigned t : counts) {
+    if (t > sweep.cores) {
+      usage_error(
+          fmt::format("--threads={}: {} is more than the {} cores allowed (CPUs {}); "
+                      "valid: 1..{}",
+                      text, t, sweep.cores, format_cpulist(sweep.allowed), sweep.cores));
+    }
+  }
+  return counts;
+}
+
+// --interop (default: empty, every divisor): each must divide at least one thread count.
+std::vector<unsigned> lane_counts_option(const std::string& text,
+                                         const std::vector<unsigned>& thread_counts) {
+  if (text.empty()) return {};
+  const std::vector<unsigned> counts = parse_list("--interop", text, max_count);
+  for (unsigned m : counts) {
+    if (std::any_of(thread_counts.begin(), thread_counts.end(),
+                    [m](unsigned t) { return t % m == 0; })) {
+      continue;
+    }
+    std::vector<unsigned> valid;
+    for (unsigned t : thread_counts) {
+      for (unsigned d : divisors(t)) {
+        if (std::find(valid.begin(), valid.end(), d) == valid.end()) valid.push_back(d);
+      }
+    }
+    std::sort(valid.begin(), valid.end());
+    usage_error(fmt::format(
+        "--interop={}: {} divides none of the thread counts ({}): every inter-op lane gets the "
+        "same number of cores; valid: {}",
+        text, m, fmt::join(thread_counts, ", "), fmt::join(valid, ", ")));
+  }
+  return counts;
+}
+
+void print_dry_run(const TuneCommand& tune, const TuneSweep& sweep, const Topology& machine,
+                   const std::string& exe) {
+  if (tune.json) {
+    nlohmann::json j = tune_json(sweep);
+    j["dry_run"] = true;
+    j["topology"] = machine.source();
+    j["commands"] = nlohmann::json::array();
+    for (const TuneConfig& c : sweep.configs) {
+      j["commands"].push_back(
+          fmt::format("{}", fmt::join(child_command(exe, tune, c, sweep.batches.front()), " ")));
+    }
+    std::cout << j.dump(2) << '\n';
+    return;
+  }
+  fmt::print(
+      "tfpin tune --dry-run: {} configurations x {} batch sizes ({}) = {} runs of {} on {} "
+      "cores (CPUs {}, {})\n",
+      sweep.configs.size(), sweep.batches.size(), fmt::join(sweep.batches, ","),
+      sweep.configs.size() * sweep.batches.size(), tune.workload.model, sweep.cores,
+      format_cpulist(sweep.allowed), machine.source());
+  fmt::print("{:>7}  {:>7}  {:>5}  {}\n", "threads", "interop", "intra", "lanes");
+  for (const TuneConfig& c : sweep.configs) {
+    fmt::print("{:>7}  {:>7}  {:>5}  {}\n", c.plan.threads, c.plan.interop, c.plan.intra,
+               lanes_text(c.plan));
+  }
+  fmt::print(
+      "each run, e.g.: {}\n",
+      fmt::join(child_command("tfpin", tune, sweep.configs.front(), sweep.batches.front()), " "));
+}
+
+// Every configuration at every batch size, one child each; a failed child is a failed row.
+void run_sweep(const TuneCommand& tune, TuneSweep& sweep, const std::string& exe,
+               unsigned timeout_seconds) {
+  const bool progress = isatty(STDERR_FILENO) != 0;
+  const std::size_t total = sweep.configs.size() * sweep.batches.size();
+  for (unsigned batch : sweep.batches) {
+    for (std::size_t i = 0; i < sweep.configs.size(); ++i) {
+      const TuneConfig& config = sweep.configs[i];
+      if (progress) {
+        fmt::print(stderr, "\r\033[K[{}/{}] {} threads, {} inter-op, batch {} ...",
+                   sweep.results.size() + 1, total, config.plan.threads, config.plan.interop,
+                   batch);
+      }
+      const auto start = std::chrono::steady_clock::now();
+      const ChildOutput output =
+          run_child(child_command(exe, tune, config, batch), timeout_seconds);
+      TuneResult result = evaluate(output, config, timeout_seconds);
+      result.config = i;
+      result.batch = batch;
+      result.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      sweep.results.push_back(std::move(result));
+    }
+  }
+  if (progress) fmt::print(stderr, "\r\033[K");
+}
+
+void print_report(const TuneCommand& tune, const TuneSweep& sweep) {
+  if (tune.json) {
+    std::cout << tune_json(sweep).dump(2) << '\n';
+    return;
+  }
+  fmt::print(
+      "tfpin tune: {}, {}, {}, {} timed steps after {} warm-up, {} cores "
+      "(CPUs {})\n\n",
+      tune.workload.model, tune.workload.forward_only ? "forward-only" : "training",
+      tune.workload.data_format, sweep.num_batches, sweep.num_warmup_batches, sweep.cores,
+      format_cpulist(sweep.allowed));
+  std::cout << tune_table(sweep) << '\n' << tune_bars(sweep) << '\n' << tune_recommendation(sweep);
+  if (!tune.plot.empty()) fmt::print("plot: {}\n", tune.plot);
+}
+
+}  // namespace
+
+TuneSweep TuneCommand::plan_sweep(const Topology& machine) const {
   TuneSweep sweep;
-  sweep.model = model;
-  sweep.data_format = data_format;
-  sweep.forward_only = forward_only;
-  model_option(model);
-  data_format_option(data_format);
+  sweep.workload = workload;
+  model_option(workload.model);
+  data_format_option(workload.data_format);
   sweep.batches = parse_list("--batch_sizes", batch_sizes, 1u << 30);
   sweep.num_batches = parse_count("--num_batches", num_batches, 1000000);
   sweep.num_warmup_batches =
       parse_non_negative("--num_warmup_batches", num_warmup_batches, 1000000);
-  const unsigned timeout_seconds = parse_non_negative("--timeout", timeout, 1000000);
 
-  const bool other_machine = !topology.empty() && topology != "host";
-  if (other_machine && !dry_run) {
-    usage_error(fmt::format(
-        "--topology={} describes another machine: tune measures this one; add --dry-run to list "
-        "the configurations for it",
-        topology));
-  }
-  const Topology machine = Topology::load(topology);
   std::optional<std::vector<unsigned>> allowed;
-  if (!other_machine) allowed = current_affinity();
+  if (!machine_is_other()) allowed = current_affinity();
   if (cpuset_option != nullptr && cpuset_option->count() > 0) {
     allowed = narrow_allowed(cpuset, allowed);
   }
@@ -306,35 +403,8 @@ int TuneCommand::operator()() const {
     if (std::count_if(core.pus.begin(), core.pus.end(), in_allowed) > 1) sweep.smt = true;
   }
 
-  const std::vector<unsigned> thread_counts = threads.empty()
-                                                  ? std::vector<unsigned>{sweep.cores}
-                                                  : parse_list("--threads", threads, max_count);
-  for (unsigned t : thread_counts) {
-    if (t > sweep.cores) {
-      usage_error(
-          fmt::format("--threads={}: {} is more than the {} cores allowed (CPUs {}); "
-                      "valid: 1..{}",
-                      threads, t, sweep.cores, format_cpulist(sweep.allowed), sweep.cores));
-    }
-  }
-  const std::vector<unsigned> lane_counts =
-      interop.empty() ? std::vector<unsigned>{} : parse_list("--interop", interop, max_count);
-  for (unsigned m : lane_counts) {
-    if (std::none_of(thread_counts.begin(), thread_counts.end(),
-                     [m](unsigned t) { return t % m == 0; })) {
-      std::vector<unsigned> valid;
-      for (unsigned t : thread_counts) {
-        for (unsigned d : divisors(t)) {
-          if (std::find(valid.begin(), valid.end(), d) == valid.end()) valid.push_back(d);
-        }
-      }
-      std::sort(valid.begin(), valid.end());
-      usage_error(fmt::format(
-          "--interop={}: {} divides none of the thread counts ({}): every inter-op lane gets the "
-          "same number of cores; valid: {}",
-          interop, m, fmt::join(thread_counts, ", "), fmt::join(valid, ", ")));
-    }
-  }
+  const std::vector<unsigned> thread_counts = thread_counts_option(threads, sweep);
+  const std::vector<unsigned> lane_counts = lane_counts_option(interop, thread_counts);
   for (unsigned t : thread_counts) {
     for (unsigned m : lane_counts.empty() ? divisors(t) : lane_counts) {
       if (t % m != 0) continue;
@@ -345,66 +415,32 @@ int TuneCommand::operator()() const {
       sweep.configs.push_back({compute_plan(machine, request)});
     }
   }
+  return sweep;
+}
 
+bool TuneCommand::machine_is_other() const { return !topology.empty() && topology != "host"; }
+
+int TuneCommand::operator()() const {
+  // Everything is checked before the first child starts: a typo should not cost a sweep.
+  const unsigned timeout_seconds = parse_non_negative("--timeout", timeout, 1000000);
+  if (machine_is_other() && !dry_run) {
+    usage_error(fmt::format(
+        "--topology={} describes another machine: tune measures this one; add --dry-run to list "
+        "the configurations for it",
+        topology));
+  }
+  const Topology machine = Topology::load(topology);
+  TuneSweep sweep = plan_sweep(machine);
   const std::string exe = self_exe();
   if (dry_run) {
-    if (json) {
-      nlohmann::json j = tune_json(sweep);
-      j["dry_run"] = true;
-      j["topology"] = machine.source();
-      j["commands"] = nlohmann::json::array();
-      for (const TuneConfig& c : sweep.configs) {
-        j["commands"].push_back(
-            fmt::format("{}", fmt::join(child_command(exe, *this, c, sweep.batches.front()), " ")));
-      }
-      std::cout << j.dump(2) << '\n';
-      return 0;
-    }
-    fmt::print(
-        "tfpin tune --dry-run: {} configurations x {} batch sizes ({}) = {} runs of {} on {} "
-        "cores (CPUs {}, {})\n",
-        sweep.configs.size(), sweep.batches.size(), fmt::join(sweep.batches, ","),
-        sweep.configs.size() * sweep.batches.size(), model, sweep.cores,
-        format_cpulist(sweep.allowed), machine.source());
-    fmt::print("{:>7}  {:>7}  {:>5}  {}\n", "threads", "interop", "intra", "lanes");
-    for (const TuneConfig& c : sweep.configs) {
-      fmt::print("{:>7}  {:>7}  {:>5}  {}\n", c.plan.threads, c.plan.interop, c.plan.intra,
-                 lanes_text(c.plan));
-    }
-    fmt::print(
-        "each run, e.g.: {}\n",
-        fmt::join(child_command("tfpin", *this, sweep.configs.front(), sweep.batches.front()),
-                  " "));
+    print_dry_run(*this, sweep, machine, exe);
     return 0;
   }
-
   // Fail on an unwritable --plot now, not after the sweep.
   if (!plot.empty() && !std::ofstream(plot)) {
     usage_error(fmt::format("--plot={}: cannot write to it ({})", plot, std::strerror(errno)));
   }
-  const bool progress = isatty(STDERR_FILENO) != 0;
-  const std::size_t total = sweep.configs.size() * sweep.batches.size();
-  for (unsigned batch : sweep.batches) {
-    for (std::size_t i = 0; i < sweep.configs.size(); ++i) {
-      const TuneConfig& config = sweep.configs[i];
-      if (progress) {
-        fmt::print(stderr, "\r\033[K[{}/{}] {} threads, {} inter-op, batch {} ...",
-                   sweep.results.size() + 1, total, config.plan.threads, config.plan.interop,
-                   batch);
-      }
-      const auto start = std::chrono::steady_clock::now();
-      const ChildOutput output =
-          run_child(child_command(exe, *this, config, batch), timeout_seconds);
-      TuneResult result = evaluate(output, config, timeout_seconds);
-      result.config = i;
-      result.batch = batch;
-      result.seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      sweep.results.push_back(std::move(result));
-    }
-  }
-  if (progress) fmt::print(stderr, "\r\033[K");
-
+  run_sweep(*this, sweep, exe, timeout_seconds);
   if (!plot.empty()) {
     std::ofstream f(plot);
     f << tune_svg(sweep);
@@ -413,19 +449,7 @@ int TuneCommand::operator()() const {
       return exit_failure;
     }
   }
-  if (json) {
-    std::cout << tune_json(sweep).dump(2) << '\n';
-  } else {
-    fmt::print(
-        "tfpin tune: {}, {}, {}, {} timed steps after {} warm-up, {} cores "
-        "(CPUs {})\n\n",
-        model, forward_only ? "forward-only" : "training", data_format, sweep.num_batches,
-        sweep.num_warmup_batches, sweep.cores, format_cpulist(sweep.allowed));
-    std::cout << tune_table(sweep) << '\n'
-              << tune_bars(sweep) << '\n'
-              << tune_recommendation(sweep);
-    if (!plot.empty()) fmt::print("plot: {}\n", plot);
-  }
+  print_report(*this, sweep);
   if (best_result(sweep) < 0) {
     fmt::print(stderr, "tfpin tune: no configuration could be measured\n");
     return exit_failure;

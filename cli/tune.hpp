@@ -8,28 +8,36 @@
 #include <string>
 #include <vector>
 
+#include "bench.hpp"
 #include "tfpin/placement.hpp"
+#include "tfpin/topology.hpp"
 
 namespace tfpin::cli {
 
+struct TuneSweep;
+
 struct TuneCommand {
-  // Kept as text: tfpin's own parsers give the messages (option, value, what is valid).
-  std::string model = "resnet50";
+  // Kept as text: tfpin's own parsers give the messages (option, value, what is valid). The
+  // initial values are the defaults `--help` shows.
+  WorkloadOptions workload;
   std::string batch_sizes = "1,16,32";
   std::string threads;  // list; default: every allowed core
   std::string interop;  // list; default: every divisor of each thread count
   std::string num_batches = "20";
   std::string num_warmup_batches = "5";
-  std::string data_format = "NHWC";
   std::string cpuset;
   std::string topology;
   std::string plot;
   std::string timeout = "0";
-  bool forward_only = false;
   bool json = false;
   bool dry_run = false;
   CLI::Option* cpuset_option = nullptr;
   int operator()() const;
+
+ private:
+  [[nodiscard]] bool machine_is_other() const;  // --topology names another machine than this
+  // The checked options and the configurations to run on `machine`. Throws tfpin::Error.
+  [[nodiscard]] TuneSweep plan_sweep(const Topology& machine) const;
 };
 
 // Registers the `tune` subcommand; dispatch with `if (*app) return tune();`.
@@ -52,9 +60,7 @@ struct TuneResult {
 };
 
 struct TuneSweep {
-  std::string model;
-  std::string data_format;
-  bool forward_only = false;  // inference runs; otherwise training steps
+  WorkloadOptions workload;
   unsigned num_batches = 0;
   unsigned num_warmup_batches = 0;
   std::vector<unsigned> allowed;  // the usable allowed CPUs of this allocation
@@ -73,6 +79,8 @@ std::ptrdiff_t best_result(const TuneSweep& sweep);
 std::string tune_table(const TuneSweep& sweep);
 std::string tune_bars(const TuneSweep& sweep, unsigned width = 40);
 std::string tune_recommendation(const TuneSweep& sweep);
+// The job-script lines that give a job this plan (--hint=nomultithread on SMT machines).
+std::vector<std::string> sbatch_lines(const Plan& plan, bool smt);
 nlohmann::json tune_json(const TuneSweep& sweep);
 std::string tune_svg(const TuneSweep& sweep);
 

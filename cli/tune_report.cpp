@@ -153,22 +153,27 @@ std::string tune_recommendation(const TuneSweep& sweep) {
       sweep.results.begin(), sweep.results.end(), [](const TuneResult& r) { return !r.ok; }));
   if (failed > 0) out += fmt::format("({} of {} runs failed)\n", failed, sweep.results.size());
   out += "\nFor the job script:\n";
-  out += fmt::format("#SBATCH --cpus-per-task={}\n", plan.threads);
-  // cpus-per-task counts hardware threads; one thread per core is what was measured.
-  if (sweep.smt) out += "#SBATCH --hint=nomultithread\n";
-  out +=
-      fmt::format("#SBATCH --tf-threads={}\n#SBATCH --tf-interop={}\n", plan.threads, plan.interop);
+  for (const std::string& line : sbatch_lines(plan, sweep.smt)) out += line + "\n";
   out += fmt::format("# batch size {} (e.g. tfpin bench --model {} --batch_size {})\n", best.batch,
-                     sweep.model, best.batch);
+                     sweep.workload.model, best.batch);
   return out;
+}
+
+std::vector<std::string> sbatch_lines(const Plan& plan, bool smt) {
+  std::vector<std::string> lines = {fmt::format("#SBATCH --cpus-per-task={}", plan.threads)};
+  // cpus-per-task counts hardware threads; one thread per core is what was measured.
+  if (smt) lines.emplace_back("#SBATCH --hint=nomultithread");
+  lines.push_back(fmt::format("#SBATCH --tf-threads={}", plan.threads));
+  lines.push_back(fmt::format("#SBATCH --tf-interop={}", plan.interop));
+  return lines;
 }
 
 nlohmann::json tune_json(const TuneSweep& sweep) {
   nlohmann::json j;
-  j["model"] = sweep.model;
-  j["data_format"] = sweep.data_format;
-  j["forward_only"] = sweep.forward_only;
-  j["mode"] = sweep.forward_only ? "inference" : "training";
+  j["model"] = sweep.workload.model;
+  j["data_format"] = sweep.workload.data_format;
+  j["forward_only"] = sweep.workload.forward_only;
+  j["mode"] = sweep.workload.forward_only ? "inference" : "training";
   j["num_batches"] = sweep.num_batches;
   j["num_warmup_batches"] = sweep.num_warmup_batches;
   j["allowed"] = format_cpulist(sweep.allowed);
@@ -216,11 +221,7 @@ nlohmann::json tune_json(const TuneSweep& sweep) {
                  {"intra", plan.intra},
                  {"batch_size", best.batch},
                  {"images_per_sec", best.images_per_sec}};
-    nlohmann::json lines = {fmt::format("#SBATCH --cpus-per-task={}", plan.threads)};
-    if (sweep.smt) lines.push_back("#SBATCH --hint=nomultithread");
-    lines.push_back(fmt::format("#SBATCH --tf-threads={}", plan.threads));
-    lines.push_back(fmt::format("#SBATCH --tf-interop={}", plan.interop));
-    j["sbatch"] = lines;
+    j["sbatch"] = sbatch_lines(plan, sweep.smt);
   } else {
     j["best"] = nullptr;
     j["sbatch"] = nlohmann::json::array();
@@ -255,7 +256,7 @@ std::string tune_svg(const TuneSweep& sweep) {
       "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       "<text x=\"{3:.0f}\" y=\"24\" font-size=\"15\">tfpin tune: {2}, {4}, CPUs {5} — images/sec "
       "per configuration</text>\n",
-      width, height, xml_escape(sweep.model), left, xml_escape(sweep.data_format),
+      width, height, xml_escape(sweep.workload.model), left, xml_escape(sweep.workload.data_format),
       format_cpulist(sweep.allowed));
   out += "<g class=\"axes\" stroke=\"#999\">\n";
   for (double v = 0; v <= y_max + tick / 2; v += tick) {

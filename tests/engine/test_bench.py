@@ -170,6 +170,44 @@ class BenchRefusals(unittest.TestCase):
                       "--num_batches", "1"], "cannot be planned")
 
 
+class DefaultsWrittenOnce(unittest.TestCase):
+    """`--help` prints each default from the command's own initial value; the man page must agree."""
+
+    MAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "cli", "tfpin.1")
+
+    @staticmethod
+    def help_defaults(command):
+        out = subprocess.run([TFPIN, command, "--help"], capture_output=True, text=True, timeout=30).stdout
+        return dict(re.findall(r"^\s+(--[a-z_-]+) [^=\s]+=(\S+)", out, re.M))
+
+    @classmethod
+    def man_entries(cls, command):
+        """Option name -> the text of its .TP entry in the OPTIONS (command) section."""
+        with open(cls.MAN) as f:
+            man = f.read()
+        section = man.split(f".SH OPTIONS ({command})\n", 1)[1].split("\n.SH ", 1)[0]
+        entries = {}
+        for entry in section.split(".TP\n")[1:]:
+            heading, _, body = entry.partition("\n")
+            for option in re.findall(r"\\-\\-([a-z_\\-]+)", heading):
+                entries["--" + option.replace("\\-", "-")] = body
+        return entries
+
+    def test_man_page_states_the_defaults_help_prints(self):
+        bench_entries = self.man_entries("bench")
+        for command in ("bench", "tune"):
+            defaults = self.help_defaults(command)
+            self.assertIn("--batch_size" if command == "bench" else "--batch_sizes", defaults)
+            entries = self.man_entries(command)
+            for option, value in defaults.items():
+                with self.subTest(command=command, option=option):
+                    self.assertIn(option, entries, f"tfpin.1 has no entry for {command} {option}")
+                    text = entries[option]
+                    if value not in text and "As for" in text:
+                        text = bench_entries.get(option, "")
+                    self.assertIn(value, text, f"tfpin.1 {command} {option}: --help says the default is {value}")
+
+
 if __name__ == "__main__":
     probe = subprocess.run([TFPIN, "bench", "--help"], capture_output=True, text=True)
     if probe.returncode != 0:
