@@ -180,7 +180,7 @@ BenchSettings check_flags(const BenchCommand& bench) {
   if (!bench.num_inter_threads.empty()) {
     request.inter = parse_non_negative("--num_inter_threads", bench.num_inter_threads, max_count);
   }
-  settings.threads = resolve_threads(request, process_environment());
+  settings.threads = resolve_threads(request, process_getenv);
   return settings;
 }
 

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "tfpin/cpulist.hpp"
 #include "tfpin/error.hpp"
@@ -33,11 +32,6 @@ void PlanOptions::add_to(CLI::App& app) {
                "count every hardware thread as a slot (default: one thread per core)");
 }
 
-std::optional<std::string> process_getenv(const std::string& name) {
-  const char* value = std::getenv(name.c_str());
-  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-}
-
 namespace {
 
 bool given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
@@ -64,17 +58,17 @@ std::vector<unsigned> narrow_allowed(const std::string& cpuset,
 
 ComputedPlan compute(const PlanOptions& options, Topology topology,
                      std::optional<std::vector<unsigned>> allowed) {
+  auto from_option = [](const CLI::Option* option, const char* name,
+                        const std::string& text) -> std::optional<unsigned> {
+    if (!given(option)) return std::nullopt;
+    return parse_count(name, text);
+  };
   PlacementRequest request;
-  if (given(options.threads_option)) {
-    request.threads = parse_count("--threads", options.threads);
-  } else if (auto text = requested_value(process_getenv, env_threads)) {
-    request.threads = parse_count(env_threads, *text);
-  }
-  if (given(options.interop_option)) {
-    request.interop = parse_count("--interop", options.interop);
-  } else if (auto text = requested_value(process_getenv, env_interop)) {
-    request.interop = parse_count(env_interop, *text);
-  }
+  request.threads = requested_count(from_option(options.threads_option, "--threads", options.threads),
+                                    process_getenv, env_threads);
+  request.interop = requested_count(from_option(options.interop_option, "--interop", options.interop),
+                                    process_getenv, env_interop)
+                        .value_or(1);
   request.hyperthreads =
       options.hyperthreads ? HyperthreadPolicy::all : HyperthreadPolicy::one_per_core;
   if (given(options.cpuset_option)) allowed = narrow_allowed(options.cpuset, std::move(allowed));

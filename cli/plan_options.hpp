@@ -32,8 +32,6 @@ struct ComputedPlan {
   std::vector<EnvVar> environment;
 };
 
-std::optional<std::string> process_getenv(const std::string& name);
-
 // --cpuset=`cpuset` checked against `allowed` (this process's affinity; nullopt for another
 // machine's description, where any CPU goes). Throws Error(invalid_request) when it would widen it.
 std::vector<unsigned> narrow_allowed(const std::string& cpuset,

@@ -49,25 +49,13 @@ int RunCommand::operator()() const {
   for (const std::string& warning : computed.plan.warnings) {
     fmt::print(stderr, "tfpin: warning: {}\n", warning);
   }
-  // The whole task's cpus: threads that are not OpenMP workers may run on any of them.
-  bind_current_process(computed.plan.cpus());
-  apply_memory_policy(computed.plan.memory);
-  const EnvAccess env{process_getenv,
-                      [](const std::string& name, const std::string& value) {
-                        ::setenv(name.c_str(), value.c_str(), 1);
-                      },
-                      [](const std::string& name) { ::unsetenv(name.c_str()); }};
-  export_environment(computed.environment, enforce, env);
-  if (!no_shim) {
-    const std::string shim = find_shim();
-    if (shim.empty()) {
-      fmt::print(stderr,
-                 "tfpin run: warning: libtfpin-shim.so not found; threads are not enforced inside "
-                 "the program (--no-shim silences this)\n");
-    } else {
-      ::setenv("LD_PRELOAD", preload_with_shim(process_getenv("LD_PRELOAD").value_or(""), shim).c_str(),
-               1);
-    }
+  ApplyOptions how;
+  how.enforce = enforce;
+  if (!no_shim) how.shim = find_shim();
+  // Binding failures are not tolerated here, so a warning is about the shim.
+  for (const std::string& warning :
+       apply_plan(computed.plan, computed.environment, process_env_access(), how)) {
+    fmt::print(stderr, "tfpin run: warning: {} (--no-shim silences this)\n", warning);
   }
   if (verbose) {
     std::cerr << describe_plan(computed.topology, computed.plan, computed.environment);

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <initializer_list>
+#include <tuple>
+#include <utility>
 
 #include "tfpin/cpulist.hpp"
 #include "tfpin/error.hpp"
@@ -11,14 +14,6 @@
 #include "tfpin/topology.hpp"
 
 namespace tfpin::cli {
-
-EnvGetter process_environment() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
-}
 
 namespace {
 
@@ -32,6 +27,17 @@ std::optional<unsigned> env_count(const EnvGetter& get, const std::string& name)
   return v;
 }
 
+// The flag when given and not 0, else the first of `variables` set and not 0: value and source.
+std::optional<std::pair<unsigned, std::string>> first_given(
+    std::optional<unsigned> flag, const std::string& flag_name, const EnvGetter& get,
+    std::initializer_list<const char*> variables) {
+  if (flag && *flag > 0) return std::pair{*flag, flag_name};
+  for (const char* name : variables) {
+    if (auto value = env_count(get, name)) return std::pair{*value, std::string(name)};
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& get) {
@@ -40,18 +46,13 @@ ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& ge
   std::vector<unsigned> allowed = handed_over ? handed_over->cpus() : current_affinity();
   const Topology topology = Topology::host();
 
-  if (request.inter && *request.inter > 0) {
-    s.inter = *request.inter;
-    s.inter_source = request.inter_flag;
-  } else if (auto v = env_count(get, "TF_NUM_INTEROP_THREADS")) {
-    s.inter = *v;
-    s.inter_source = "TF_NUM_INTEROP_THREADS";
+  if (auto chosen =
+          first_given(request.inter, request.inter_flag, get, {"TF_NUM_INTEROP_THREADS"})) {
+    std::tie(s.inter, s.inter_source) = *chosen;
   } else if (handed_over) {
-    s.inter = handed_over->interop;
-    s.inter_source = "TFPIN_INTEROP";
+    std::tie(s.inter, s.inter_source) = std::pair{handed_over->interop, "TFPIN_INTEROP"};
   } else {
-    s.inter = 1;
-    s.inter_source = "default";
+    std::tie(s.inter, s.inter_source) = std::pair{1u, "default"};
   }
 
   PlacementRequest all;
@@ -59,21 +60,13 @@ ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& ge
   const Plan everything = compute_plan(topology, all);  // one slot per usable core
   const unsigned slots = everything.threads;
 
-  if (request.intra && *request.intra > 0) {
-    s.intra = *request.intra;
-    s.intra_source = request.intra_flag;
-  } else if (auto v = env_count(get, "TF_NUM_INTRAOP_THREADS")) {
-    s.intra = *v;
-    s.intra_source = "TF_NUM_INTRAOP_THREADS";
-  } else if (auto w = env_count(get, "OMP_NUM_THREADS")) {
-    s.intra = *w;
-    s.intra_source = "OMP_NUM_THREADS";
+  if (auto chosen = first_given(request.intra, request.intra_flag, get,
+                                {"TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS"})) {
+    std::tie(s.intra, s.intra_source) = *chosen;
   } else if (handed_over && handed_over->interop == s.inter) {
-    s.intra = handed_over->intra;
-    s.intra_source = "TFPIN_INTRA";
+    std::tie(s.intra, s.intra_source) = std::pair{handed_over->intra, "TFPIN_INTRA"};
   } else {
-    s.intra = std::max(1u, slots / s.inter);
-    s.intra_source = "default";
+    std::tie(s.intra, s.intra_source) = std::pair{std::max(1u, slots / s.inter), "default"};
   }
 
   const unsigned total = s.inter * s.intra;

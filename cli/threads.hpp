@@ -32,7 +32,4 @@ struct ThreadSettings {
 // Throws tfpin::Error(invalid_request) naming the flag or variable, its value and what is valid.
 ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& get);
 
-// The process environment as an EnvGetter.
-EnvGetter process_environment();
-
 }  // namespace tfpin::cli

@@ -279,25 +279,15 @@ std::vector<unsigned> thread_counts_option(const std::string& text, const TuneSw
 
 // --interop (default: empty, every divisor): each must divide at least one thread count.
 std::vector<unsigned> lane_counts_option(const std::string& text,
-                                         const std::vector<unsigned>& thread_counts) {
+                                         const std::vector<unsigned>& thread_counts,
+                                         unsigned cores) {
   if (text.empty()) return {};
   const std::vector<unsigned> counts = parse_list("--interop", text, max_count);
   for (unsigned m : counts) {
-    if (std::any_of(thread_counts.begin(), thread_counts.end(),
-                    [m](unsigned t) { return t % m == 0; })) {
-      continue;
+    if (std::none_of(thread_counts.begin(), thread_counts.end(),
+                     [m](unsigned t) { return t % m == 0; })) {
+      check_multiple({"--threads", "--interop"}, thread_counts.back(), m, cores);
     }
-    std::vector<unsigned> valid;
-    for (unsigned t : thread_counts) {
-      for (unsigned d : divisors(t)) {
-        if (std::find(valid.begin(), valid.end(), d) == valid.end()) valid.push_back(d);
-      }
-    }
-    std::sort(valid.begin(), valid.end());
-    usage_error(fmt::format(
-        "--interop={}: {} divides none of the thread counts ({}): every inter-op lane gets the "
-        "same number of cores; valid: {}",
-        text, m, fmt::join(thread_counts, ", "), fmt::join(valid, ", ")));
   }
   return counts;
 }
@@ -404,7 +394,7 @@ TuneSweep TuneCommand::plan_sweep(const Topology& machine) const {
   }
 
   const std::vector<unsigned> thread_counts = thread_counts_option(threads, sweep);
-  const std::vector<unsigned> lane_counts = lane_counts_option(interop, thread_counts);
+  const std::vector<unsigned> lane_counts = lane_counts_option(interop, thread_counts, sweep.cores);
   for (unsigned t : thread_counts) {
     for (unsigned m : lane_counts.empty() ? divisors(t) : lane_counts) {
       if (t % m != 0) continue;

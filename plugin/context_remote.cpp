@@ -5,17 +5,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <vector>
 
 #include "contexts.hpp"
 #include "tfpin/binding.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/report.hpp"
-
-#ifndef TFPIN_SHIM_PATH
-#define TFPIN_SHIM_PATH ""
-#endif
 
 namespace tfpin::plugin {
 namespace {
@@ -57,20 +52,6 @@ std::string task_label(spank_t spank) {
   if (step == SLURM_EXTERN_CONT) step_name = "extern";
   if (step == SLURM_INTERACTIVE_STEP) step_name = "interactive";
   return fmt::format("job {} step {} task {}", job, step_name, task);
-}
-
-// Prepends the shim to LD_PRELOAD, keeping what the user preloads (and not adding it twice).
-void preload_shim(spank_t spank, const SiteConfig& site) {
-  const std::string shim = site.shim_path.empty() ? TFPIN_SHIM_PATH : site.shim_path;
-  std::error_code ec;
-  if (shim.empty() || !std::filesystem::is_regular_file(shim, ec)) {
-    report_warning(fmt::format("shim {} not found; threads are not enforced inside the program",
-                               shim.empty() ? "(no path configured)" : shim));
-    return;
-  }
-  const std::string existing = task_getenv(spank, "LD_PRELOAD").value_or("");
-  const std::string preload = preload_with_shim(existing, shim);
-  if (preload != existing) task_setenv(spank, "LD_PRELOAD", preload);
 }
 
 }  // namespace
@@ -134,18 +115,15 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
   }
   for (const std::string& warning : plan.warnings) report_warning(label + ": " + warning);
 
-  try {
-    bind_current_process(plan.cpus());
-    apply_memory_policy(plan.memory);
-  } catch (const Error& e) {
-    if (site.on_error == OnError::fail) return fail(e.what());
-    report_warning(fmt::format("{}: {}; the task runs unbound", label, e.what()));
-  }
-
   const std::vector<EnvVar> environment = environment_for(plan, make_environment_policy(site));
+  ApplyOptions how;
+  how.enforce = site.override_env;
+  if (site.shim) how.shim = site.shim_path;
+  how.tolerate_binding_failure = site.on_error == OnError::warn;
   try {
-    export_environment(environment, site.override_env, env);
-    if (site.shim) preload_shim(spank, site);
+    for (const std::string& warning : apply_plan(plan, environment, env, how)) {
+      report_warning(fmt::format("{}: {}", label, warning));
+    }
   } catch (const Error& e) {
     return fail(e.what());
   }

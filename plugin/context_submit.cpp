@@ -1,6 +1,4 @@
 // Allocator (sbatch, salloc) and local (srun) contexts.
-#include <cstdlib>
-
 #include "contexts.hpp"
 #include "tfpin/error.hpp"
 
@@ -8,10 +6,7 @@ namespace tfpin::plugin {
 
 int check_at_submit(const SiteConfig& site, JobOptions options) {
   try {
-    apply_environment(options, [](const std::string& name) -> std::optional<std::string> {
-      const char* value = std::getenv(name.c_str());
-      return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-    });
+    apply_environment(options, process_getenv);
     check_options(options, site);
   } catch (const Error& e) {
     report_error(e.what());

@@ -31,16 +31,8 @@ void apply_option(JobOptions& options, OptionId id, const char* optarg) {
 }
 
 void apply_environment(JobOptions& options, const EnvGetter& get) {
-  if (!options.threads) {
-    if (auto text = requested_value(get, env_threads)) {
-      options.threads = parse_count(env_threads, *text);
-    }
-  }
-  if (!options.interop) {
-    if (auto text = requested_value(get, env_interop)) {
-      options.interop = parse_count(env_interop, *text);
-    }
-  }
+  options.threads = requested_count(options.threads, get, env_threads);
+  options.interop = requested_count(options.interop, get, env_interop);
 }
 
 void check_options(const JobOptions& options, const SiteConfig& site) {
@@ -57,12 +49,8 @@ void check_options(const JobOptions& options, const SiteConfig& site) {
                               *options.threads, site.max_threads));
     }
     // A site default interop adapts at launch (make_request); only the user's must divide N.
-    if (options.interop && *options.threads % interop != 0) {
-      throw Error(ErrorKind::invalid_request,
-                  fmt::format("{}={} is not a multiple of {}={}: every inter-op lane gets the "
-                              "same number of cores (valid: {}, {}, {}, ...)",
-                              threads_option, *options.threads, interop_option, interop, interop,
-                              2 * interop, 3 * interop));
+    if (options.interop) {
+      check_multiple({threads_option, interop_option}, *options.threads, interop);
     }
   }
   if (options.hyperthreads && site.hyperthreads == SiteHyperthreads::never) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <map>
@@ -9,6 +10,10 @@
 
 #include "tfpin/error.hpp"
 #include "tfpin/options.hpp"
+
+#ifndef TFPIN_SHIM_PATH
+#define TFPIN_SHIM_PATH ""
+#endif
 
 namespace tfpin::plugin {
 namespace {
@@ -38,13 +43,35 @@ unsigned count(std::string_view key, std::string_view value, unsigned max) {
   return parse_count(fmt::format("plugstack.conf: {}", key), value, max);
 }
 
+constexpr std::array<SiteKey, 13> keys = {{
+    {"interop", "1", ""},
+    {"blocktime", "1", ""},
+    {"hyperthreads", "no", "no|yes|never"},
+    {"shim", "yes", "yes|no"},
+    {"shim_path", TFPIN_SHIM_PATH, "PATH"},
+    {"enforcement", "strict", "strict|clamp"},
+    {"on_error", "warn", "warn|fail"},
+    {"activation", "on-request", "on-request|always"},
+    {"verbose", "no", "no|yes"},
+    {"override_env", "no", "no|yes"},
+    {"tf_intraop", "intra", "intra|threads"},
+    {"max_threads", "65536", ""},
+    {"max_interop", "256", ""},
+}};
+
+// "interop=1 ... hyperthreads=no|yes|never ...", for messages.
+std::string key_list() {
+  std::string list;
+  for (const SiteKey& k : keys) {
+    list += fmt::format("{}{}={}", list.empty() ? "" : " ", k.key,
+                        k.choices.empty() ? k.fallback : k.choices);
+  }
+  return list;
+}
+
 }  // namespace
 
-std::string_view site_config_keys() {
-  return "interop=1 blocktime=1 hyperthreads=no|yes|never shim=yes|no shim_path=PATH "
-         "enforcement=strict|clamp on_error=warn|fail activation=on-request|always verbose=no|yes "
-         "override_env=no|yes tf_intraop=intra|threads max_threads=65536 max_interop=256";
-}
+std::span<const SiteKey> site_keys() { return keys; }
 
 SiteConfig parse_site_config(std::span<const std::string_view> args) {
   SiteConfig config;
@@ -95,25 +122,29 @@ SiteConfig parse_site_config(std::span<const std::string_view> args) {
       {"max_interop", [&](auto v) { config.max_interop = count("max_interop", v, max_count); }},
   };
 
+  // Keys are the table's (a setter without a row is never reached). An empty default (shim_path
+  // where the build does not say where the shim goes) stays empty.
+  for (const SiteKey& k : keys) {
+    if (!k.fallback.empty()) setters.at(k.key)(k.fallback);
+  }
   std::set<std::string_view> seen;
   for (std::string_view arg : args) {
     const auto eq = arg.find('=');
     if (eq == std::string_view::npos || eq == 0) {
       throw Error(ErrorKind::invalid_request,
                   fmt::format("plugstack.conf: '{}' is not key=value (keys: {})", arg,
-                              site_config_keys()));
+                              key_list()));
     }
     const std::string_view key = arg.substr(0, eq);
-    const auto setter = setters.find(key);
-    if (setter == setters.end()) {
+    if (std::none_of(keys.begin(), keys.end(), [&](const SiteKey& k) { return k.key == key; })) {
       throw Error(ErrorKind::invalid_request,
-                  fmt::format("plugstack.conf: unknown key '{}' (keys: {})", key, site_config_keys()));
+                  fmt::format("plugstack.conf: unknown key '{}' (keys: {})", key, key_list()));
     }
     if (!seen.insert(key).second) {
       throw Error(ErrorKind::invalid_request,
                   fmt::format("plugstack.conf: key '{}' is given twice", key));
     }
-    setter->second(arg.substr(eq + 1));
+    setters.at(key)(arg.substr(eq + 1));
   }
   if (config.interop > config.max_interop) {
     throw Error(ErrorKind::invalid_request,

@@ -13,26 +13,33 @@ enum class Enforcement { strict, clamp };  // --tf-threads larger than the alloc
 enum class OnError { warn, fail };          // topology or binding failures at task launch
 enum class SiteHyperthreads { no, yes, never };
 
+// The defaults are site_keys()'s, which parse_site_config applies first.
 struct SiteConfig {
-  unsigned interop = 1;
-  unsigned blocktime_ms = 1;
-  SiteHyperthreads hyperthreads = SiteHyperthreads::no;
-  bool shim = true;
-  std::string shim_path;  // empty = the path the package installs it to
-  Enforcement enforcement = Enforcement::strict;
-  OnError on_error = OnError::warn;
-  Activation activation = Activation::on_request;
-  bool verbose = false;
-  bool override_env = false;
-  bool tf_intraop_all_threads = false;
-  unsigned max_threads = 65536;
-  unsigned max_interop = 256;
+  unsigned interop{};
+  unsigned blocktime_ms{};
+  SiteHyperthreads hyperthreads{};
+  bool shim{};
+  std::string shim_path;
+  Enforcement enforcement{};
+  OnError on_error{};
+  Activation activation{};
+  bool verbose{};
+  bool override_env{};
+  bool tf_intraop_all_threads{};
+  unsigned max_threads{};
+  unsigned max_interop{};
 };
+
+// One row per key: the one place keys and defaults are written. etc/plugstack.conf.d/tfpin.conf.in
+// documents the same keys and defaults (a plugin unit test compares them).
+struct SiteKey {
+  std::string_view key;
+  std::string_view fallback;  // the default, as written in plugstack.conf
+  std::string_view choices;   // "no|yes|never"; empty for a number
+};
+std::span<const SiteKey> site_keys();
 
 // Throws tfpin::Error(invalid_request).
 SiteConfig parse_site_config(std::span<const std::string_view> args);
-
-// Every key with its default, for messages and the annotated etc/ snippet.
-std::string_view site_config_keys();
 
 }  // namespace tfpin::plugin

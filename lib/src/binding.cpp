@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "tfpin/cpulist.hpp"
@@ -52,6 +53,33 @@ void apply_memory_policy(const MemoryPolicy& policy) {
     throw Error(ErrorKind::system, fmt::format("preferring memory on NUMA node {} failed: {}",
                                                fmt::join(policy.nodes, ","), std::strerror(errno)));
   }
+}
+
+std::vector<std::string> apply_plan(const Plan& plan, const std::vector<EnvVar>& environment,
+                                    const EnvAccess& env, const ApplyOptions& options) {
+  std::vector<std::string> warnings;
+  try {
+    // The whole task's cpus: threads that are not OpenMP workers may run on any of them.
+    bind_current_process(plan.cpus());
+    apply_memory_policy(plan.memory);
+  } catch (const Error& e) {
+    if (!options.tolerate_binding_failure) throw;
+    warnings.push_back(fmt::format("{}; the task runs unbound", e.what()));
+  }
+  export_environment(environment, options.enforce, env);
+  if (options.shim) {
+    const std::string& shim = *options.shim;
+    std::error_code ec;
+    if (shim.empty() || !std::filesystem::is_regular_file(shim, ec)) {
+      warnings.push_back(fmt::format("{} not found; threads are not enforced inside the program",
+                                     shim.empty() ? std::string(shim_file_name) : "shim " + shim));
+    } else {
+      const std::string existing = env.get("LD_PRELOAD").value_or("");
+      const std::string preload = preload_with_shim(existing, shim);
+      if (preload != existing) env.set("LD_PRELOAD", preload);
+    }
+  }
+  return warnings;
 }
 
 }  // namespace tfpin

@@ -21,16 +21,16 @@ unsigned parse_index(std::string_view token, std::string_view text, std::string_
   }
   if (value > max_cpu_index) {
     throw Error(ErrorKind::invalid_request,
-                fmt::format("{}='{}': CPU index {} is out of range (0..{})", what, text, value,
-                            max_cpu_index));
+                fmt::format("{}={}: CPU {} is outside the CPU ids tfpin's shim can pin to (valid: "
+                            "0..{})",
+                            what, text, value, max_cpu_index));
   }
   return value;
 }
 
 }  // namespace
 
-std::vector<unsigned> parse_cpulist(std::string_view text, std::string_view what,
-                                    Duplicates duplicates) {
+std::vector<unsigned> parse_cpulist(std::string_view text, std::string_view what) {
   std::vector<unsigned> cpus;
   std::unordered_set<unsigned> seen;
   if (text.empty()) {
@@ -47,7 +47,7 @@ std::vector<unsigned> parse_cpulist(std::string_view text, std::string_view what
         dash == std::string_view::npos ? first : parse_index(item.substr(dash + 1), text, what);
     const int step = last >= first ? 1 : -1;
     for (long cpu = first;; cpu += step) {
-      if (!seen.insert(static_cast<unsigned>(cpu)).second && duplicates == Duplicates::reject) {
+      if (!seen.insert(static_cast<unsigned>(cpu)).second) {
         throw Error(ErrorKind::invalid_request,
                     fmt::format("{}='{}': CPU {} is listed twice", what, text, cpu));
       }

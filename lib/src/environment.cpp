@@ -1,11 +1,13 @@
 #include "tfpin/environment.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "tfpin/cpulist.hpp"
 #include "tfpin/error.hpp"
@@ -145,11 +147,34 @@ void withdraw_environment(const EnvAccess& env) {
   env.unset(std::string(env_exported));
 }
 
+std::optional<std::string> process_getenv(const std::string& name) {
+  const char* value = std::getenv(name.c_str());
+  return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+}
+
+EnvAccess process_env_access() {
+  return {process_getenv,
+          [](const std::string& name, const std::string& value) {
+            if (::setenv(name.c_str(), value.c_str(), 1) != 0) {
+              throw Error(ErrorKind::system, fmt::format("could not set {}: {}", name,
+                                                         std::strerror(errno)));
+            }
+          },
+          [](const std::string& name) { ::unsetenv(name.c_str()); }};
+}
+
 std::optional<std::string> requested_value(const EnvGetter& get, std::string_view name) {
   const std::string key(name);
   auto value = get(key);
   if (still_tfpins(recorded_exports(get), key, value)) return std::nullopt;
   return value;
+}
+
+std::optional<unsigned> requested_count(std::optional<unsigned> from_option, const EnvGetter& get,
+                                        std::string_view variable) {
+  if (from_option) return from_option;
+  if (auto text = requested_value(get, variable)) return parse_count(variable, *text);
+  return std::nullopt;
 }
 
 std::string preload_with_shim(std::string_view existing, std::string_view shim) {
@@ -159,33 +184,29 @@ std::string preload_with_shim(std::string_view existing, std::string_view shim) 
 }
 
 std::vector<EnvVar> encode_plan(const Plan& plan) {
-  std::vector<unsigned> lane_numa;
-  for (const Lane& lane : plan.lanes) lane_numa.push_back(lane.numa);
   return {
       {std::string(env_cpus), format_cpulist(plan.cpus()),
        "plan for the shim: the task's cpus, lane after lane", true},
       {std::string(env_interop), std::to_string(plan.interop), "plan: inter-op lanes (M)", true},
       {std::string(env_intra), std::to_string(plan.intra), "plan: threads per lane (N/M)", true},
-      {std::string(env_lane_numa), fmt::format("{}", fmt::join(lane_numa, ",")),
-       "plan: NUMA node of each lane", true},
   };
 }
 
 std::optional<Plan> decode_plan(const EnvGetter& get) {
   const auto cpus_text = get(std::string(env_cpus));
   if (!cpus_text) return std::nullopt;
-  auto required = [&](std::string_view name) {
+  auto required = [&](std::string_view name, unsigned max) {
     const auto text = get(std::string(name));
     if (!text) {
       throw Error(ErrorKind::invalid_request,
                   fmt::format("{} is set but {} is missing: the plan is incomplete", env_cpus, name));
     }
-    return parse_count(name, *text);
+    return parse_count(name, *text, max);
   };
   Plan plan;
   const std::vector<unsigned> cpus = parse_cpulist(*cpus_text, env_cpus);
-  plan.interop = required(env_interop);
-  plan.intra = required(env_intra);
+  plan.interop = required(env_interop, TFPIN_MAX_LANES);
+  plan.intra = required(env_intra, TFPIN_MAX_INTRA);
   plan.threads = plan.interop * plan.intra;
   if (cpus.size() != plan.threads) {
     throw Error(ErrorKind::invalid_request,
@@ -193,20 +214,9 @@ std::optional<Plan> decode_plan(const EnvGetter& get) {
                             cpus.size(), env_interop, plan.interop, env_intra, plan.intra,
                             plan.threads));
   }
-  std::vector<unsigned> lane_numa(plan.interop, 0);
-  if (const auto text = get(std::string(env_lane_numa)); text && !text->empty()) {
-    lane_numa = parse_cpulist(*text, env_lane_numa, Duplicates::allow);
-    if (lane_numa.size() != plan.interop) {
-      throw Error(ErrorKind::invalid_request,
-                  fmt::format("{}={} names {} nodes for {} lanes", env_lane_numa, *text,
-                              lane_numa.size(), plan.interop));
-    }
-  }
   for (unsigned i = 0; i < plan.interop; ++i) {
     Lane lane;
     lane.cpus.assign(cpus.begin() + i * plan.intra, cpus.begin() + (i + 1) * plan.intra);
-    lane.numa = lane_numa[i];
-    lane.numa_nodes = {lane.numa};
     plan.lanes.push_back(std::move(lane));
   }
   plan.allowed = cpus;

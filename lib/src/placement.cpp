@@ -44,9 +44,11 @@ struct Domain {
   throw Error(ErrorKind::invalid_request, message);
 }
 
-std::string valid_multiples(unsigned interop, unsigned available) {
+// Multiples of `interop` up to `available`; with no bound, the first three.
+std::string valid_multiples(unsigned interop, std::optional<unsigned> available) {
+  if (!available) return fmt::format("{}, {}, {}, ...", interop, 2 * interop, 3 * interop);
   std::vector<unsigned> values;
-  for (unsigned n = interop; n <= available; n += interop) values.push_back(n);
+  for (unsigned n = interop; n <= *available; n += interop) values.push_back(n);
   if (values.empty()) return "none";
   if (values.size() <= 6) return fmt::format("{}", fmt::join(values, ", "));
   return fmt::format("{}, {}, {}, ..., {}", values[0], values[1], values[2], values.back());
@@ -163,6 +165,15 @@ const char* to_string(MemoryPolicyKind kind) {
   return kind == MemoryPolicyKind::preferred ? "preferred" : "local";
 }
 
+void check_multiple(const OptionNames& names, unsigned threads, unsigned interop,
+                    std::optional<unsigned> available, std::string_view unit) {
+  if (threads % interop == 0) return;
+  invalid(fmt::format("{}={} is not a multiple of {}={}: every inter-op lane gets the same number "
+                      "of {} (valid {} with {}={}: {})",
+                      names.threads, threads, names.interop, interop, unit, names.threads,
+                      names.interop, interop, valid_multiples(interop, available)));
+}
+
 Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
   const OptionNames& names = request.names;
   Plan plan;
@@ -219,12 +230,7 @@ Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
                         names.threads, names.interop, interop, available,
                         valid_multiples(interop, available)));
   }
-  if (threads % interop != 0) {
-    invalid(fmt::format("{}={} is not a multiple of {}={}: every inter-op lane gets the same number "
-                        "of {} (valid {} with {}={}: {})",
-                        names.threads, threads, names.interop, interop, unit, names.threads,
-                        names.interop, interop, valid_multiples(interop, available)));
-  }
+  check_multiple(names, threads, interop, available, unit);
   if (interop > available) {
     invalid(fmt::format("{}={} needs at least {} {}, but only {} are allowed (CPUs {}); valid: 1..{}",
                         names.interop, interop, interop, unit, available,
@@ -252,6 +258,17 @@ Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
   auto lanes = assign_lanes(domains, interop, plan.intra, true);
   if (!lanes) lanes = assign_lanes(domains, interop, plan.intra, false);
   plan.lanes = std::move(*lanes);  // threads <= available: packing always fits
+
+  std::vector<unsigned> beyond;
+  for (unsigned cpu : plan.cpus()) {
+    if (cpu > max_cpu_index) beyond.push_back(cpu);
+  }
+  if (!beyond.empty()) {
+    std::sort(beyond.begin(), beyond.end());
+    invalid(fmt::format("{}={} would use CPUs {}, outside the CPU ids tfpin's shim can pin to "
+                        "(valid: allowed CPUs within 0-{})",
+                        names.threads, threads, format_cpulist(beyond), max_cpu_index));
+  }
 
   std::set<unsigned> used_nodes;
   for (const Lane& lane : plan.lanes) used_nodes.insert(lane.numa_nodes.begin(), lane.numa_nodes.end());

@@ -183,7 +183,8 @@ class BadArguments(unittest.TestCase):
         self.refused(fo, "--threads", str(CORES + 1),
                      words=[f"--threads={CORES + 1}", f"valid: 1..{CORES}"])
         self.refused(fo, "--threads", "1", "--interop", "2",
-                     words=["--interop=2", "divides none", "valid: 1"])
+                     words=["--threads=1", "--interop=2", "not a multiple",
+                            "valid --threads with --interop=2"])
         self.refused(fo, "--num_batches", "0", words=["--num_batches=0"])
         self.refused(fo, "--timeout", "-1", words=["--timeout=-1"])
         self.refused(fo, "--topology", "package:1 core:4", words=["--topology=package:1 core:4", "--dry-run"])

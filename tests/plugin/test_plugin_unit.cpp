@@ -4,6 +4,8 @@
 #include <sched.h>
 
 #include <array>
+#include <fstream>
+#include <regex>
 
 #include "fake_spank.hpp"
 #include "site_config.hpp"
@@ -58,6 +60,7 @@ TEST(SiteConfig, DefaultsAndEveryKey) {
   EXPECT_EQ(defaults.activation, tfpin::plugin::Activation::on_request);
   EXPECT_EQ(defaults.enforcement, tfpin::plugin::Enforcement::strict);
   EXPECT_TRUE(defaults.shim);
+  EXPECT_EQ(defaults.max_threads, 65536U);  // the rest: SnippetListsEveryKeyWithItsDefault
   const std::array<std::string_view, 13> all = {
       "interop=2",          "blocktime=0",       "hyperthreads=never", "shim=no",
       "shim_path=/opt/s.so", "enforcement=clamp", "on_error=fail",      "activation=always",
@@ -79,8 +82,29 @@ TEST(SiteConfig, DefaultsAndEveryKey) {
   EXPECT_EQ(c.max_interop, 4U);
 }
 
+// The installed snippet documents exactly the table's keys, in its order, with its defaults.
+TEST(SiteConfig, SnippetListsEveryKeyWithItsDefault) {
+  std::ifstream snippet(TFPIN_SITE_SNIPPET);
+  ASSERT_TRUE(snippet) << TFPIN_SITE_SNIPPET;
+  using Rows = std::vector<std::pair<std::string, std::string>>;
+  Rows documented;
+  const std::regex row(R"(^#   (\w+)=(\S*))");
+  for (std::string line; std::getline(snippet, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) documented.emplace_back(m[1], m[2]);
+  }
+  Rows table;
+  for (const auto& key : tfpin::plugin::site_keys()) table.emplace_back(key.key, key.fallback);
+  EXPECT_EQ(documented, table);
+}
+
 TEST(SiteConfig, ErrorsNameTheKeyAndWhatIsValid) {
-  EXPECT_NE(config_error({"bogus=1"}).find("unknown key 'bogus'"), std::string::npos);
+  EXPECT_EQ(config_error({"bogus=1"}),
+            "plugstack.conf: unknown key 'bogus' (keys: interop=1 blocktime=1 "
+            "hyperthreads=no|yes|never shim=yes|no shim_path=PATH enforcement=strict|clamp "
+            "on_error=warn|fail activation=on-request|always verbose=no|yes override_env=no|yes "
+            "tf_intraop=intra|threads max_threads=65536 max_interop=256)");
+  EXPECT_NE(config_error({"shim_path="}).find("an absolute path"), std::string::npos);
   EXPECT_NE(config_error({"interop"}).find("'interop' is not key=value"), std::string::npos);
   EXPECT_EQ(config_error({"activation=sometimes"}),
             "plugstack.conf: activation=sometimes is not valid: one of on-request, always");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tfpin/placement.hpp"
+#include "tfpin/plan_contract.h"
 
 namespace tfpin {
 
@@ -55,9 +56,18 @@ std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool
 // shim from LD_PRELOAD: for a step or program that runs without tfpin inside a tfpin'd task.
 void withdraw_environment(const EnvAccess& env);
 
+// This process's environment: getenv as an EnvGetter, and get/setenv/unsetenv together.
+std::optional<std::string> process_getenv(const std::string& name);
+EnvAccess process_env_access();
+
 // The user's request in variable `name` (TFPIN_THREADS, TFPIN_INTEROP), or nullopt. TFPIN_INTEROP is
 // also part of the hand-over; the value tfpin itself exported is not a request.
 std::optional<std::string> requested_value(const EnvGetter& get, std::string_view name);
+
+// A count the user asked for: `from_option` (the command line, already parsed) wins over its
+// environment form `variable` (parsed here, errors name the variable); nullopt when neither.
+std::optional<unsigned> requested_count(std::optional<unsigned> from_option, const EnvGetter& get,
+                                        std::string_view variable);
 
 // LD_PRELOAD with `shim` first, keeping the user's entries; unchanged when the shim is already in it.
 std::string preload_with_shim(std::string_view existing, std::string_view shim);
@@ -66,18 +76,17 @@ std::string preload_with_shim(std::string_view existing, std::string_view shim);
 inline constexpr std::string_view shim_file_name = "libtfpin-shim.so";
 
 // The plan as TFPIN_* variables, and back. decode returns nullopt when no plan is present
-// (no TFPIN_CPUS) and throws tfpin::Error when one is present but inconsistent.
+// (no TFPIN_CPUS) and throws tfpin::Error when one is present but inconsistent or beyond the
+// shim's limits; decoded lanes carry their cpus only (NUMA nodes are not handed over).
 std::vector<EnvVar> encode_plan(const Plan& plan);
 std::optional<Plan> decode_plan(const EnvGetter& get);
 
-// Names of the hand-over variables. TFPIN_THREADS is deliberately not among them: it is a request
-// (the option's environment form), and a step with fewer cores than its parent must not inherit the
-// parent's N as if the user had asked for it. The plan's N is TFPIN_INTEROP x TFPIN_INTRA.
-inline constexpr std::string_view env_cpus = "TFPIN_CPUS";
-inline constexpr std::string_view env_threads = "TFPIN_THREADS";
-inline constexpr std::string_view env_interop = "TFPIN_INTEROP";
-inline constexpr std::string_view env_intra = "TFPIN_INTRA";
-inline constexpr std::string_view env_lane_numa = "TFPIN_LANE_NUMA";
-inline constexpr std::string_view env_exported = "TFPIN_ENV";  // NAME=VALUE;... that tfpin set
+// The hand-over's names (tfpin/plan_contract.h, shared with the shim). The plan's N is
+// TFPIN_INTEROP x TFPIN_INTRA; TFPIN_THREADS is only ever a request.
+inline constexpr std::string_view env_cpus = TFPIN_VAR_CPUS;
+inline constexpr std::string_view env_threads = TFPIN_VAR_THREADS;
+inline constexpr std::string_view env_interop = TFPIN_VAR_INTEROP;
+inline constexpr std::string_view env_intra = TFPIN_VAR_INTRA;
+inline constexpr std::string_view env_exported = TFPIN_VAR_EXPORTED;
 
 }  // namespace tfpin

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tfpin/topology.hpp"
@@ -69,8 +70,16 @@ struct Plan {
 };
 
 // Throws tfpin::Error(invalid_request) with a message naming the option, the value and the valid
-// choices when the request cannot be satisfied.
+// choices when the request cannot be satisfied, or when the plan would use a CPU id the shim cannot
+// take (TFPIN_MAX_CPUS).
 Plan compute_plan(const Topology& topology, const PlacementRequest& request);
+
+// Throws tfpin::Error(invalid_request) unless `threads` is a multiple of `interop` (>= 1):
+// "--threads=3 is not a multiple of --interop=2: every inter-op lane gets the same number of cores
+// (valid --threads with --interop=2: 2, 4, 6, ...)". The valid counts stop at `available` if known.
+void check_multiple(const OptionNames& names, unsigned threads, unsigned interop,
+                    std::optional<unsigned> available = std::nullopt,
+                    std::string_view unit = "cores");
 
 const char* to_string(HyperthreadPolicy policy);
 const char* to_string(MemoryPolicyKind kind);

@@ -29,6 +29,13 @@ tfpin::Plan plan_for(const Topology& topo, const PlacementRequest& r) {
 
 std::vector<unsigned> cpus(const char* list) { return tfpin::parse_cpulist(list); }
 
+// Each lane's CPUs as cpulists ("0-9"), to compare a whole plan in one line.
+std::vector<std::string> lane_lists(const tfpin::Plan& plan) {
+  std::vector<std::string> lists;
+  for (const auto& lane : plan.lanes) lists.push_back(tfpin::format_cpulist(lane.cpus));
+  return lists;
+}
+
 std::string error_of(const Topology& topo, const PlacementRequest& r) {
   try {
     tfpin::compute_plan(topo, r);
@@ -153,10 +160,7 @@ TEST_F(Placement, PartialHyperthreadSiblingsCountOncePerCore) {
 
 TEST_F(Placement, SkylakeFourLanes) {
   const auto plan = plan_for(*skylake, request(40, 4));
-  EXPECT_EQ(plan.lanes[0].cpus, cpus("0-9"));
-  EXPECT_EQ(plan.lanes[1].cpus, cpus("20-29"));
-  EXPECT_EQ(plan.lanes[2].cpus, cpus("10-19"));
-  EXPECT_EQ(plan.lanes[3].cpus, cpus("30-39"));
+  EXPECT_EQ(lane_lists(plan), (std::vector<std::string>{"0-9", "20-29", "10-19", "30-39"}));
   EXPECT_EQ((std::vector<unsigned>{plan.lanes[0].numa, plan.lanes[1].numa, plan.lanes[2].numa,
                                    plan.lanes[3].numa}),
             (std::vector<unsigned>{0, 1, 0, 1}));
@@ -180,10 +184,7 @@ TEST_F(Placement, KnlQuadOneNode) {
 
 TEST_F(Placement, KnlSnc4LanesFitTheirNodes) {
   const auto plan = plan_for(*knl_snc4, request(64, 4));
-  EXPECT_EQ(plan.lanes[0].cpus, cpus("0-15"));
-  EXPECT_EQ(plan.lanes[1].cpus, cpus("18-33"));
-  EXPECT_EQ(plan.lanes[2].cpus, cpus("36-51"));
-  EXPECT_EQ(plan.lanes[3].cpus, cpus("52-67"));
+  EXPECT_EQ(lane_lists(plan), (std::vector<std::string>{"0-15", "18-33", "36-51", "52-67"}));
   for (unsigned i = 0; i < 4; ++i) {
     EXPECT_EQ(plan.lanes[i].numa, i);
     EXPECT_EQ(plan.lanes[i].numa_nodes.size(), 1U);
@@ -262,6 +263,32 @@ TEST(PlacementErrors, NameTheOptionValueAndValidChoices) {
   EXPECT_EQ(error_of(t, r),
             "--threads=40 is more than the 36 cores allowed (CPUs 0-35); valid with --interop=2: 2, "
             "4, 6, ..., 36");
+}
+
+TEST(PlacementErrors, MultipleCheckWithoutKnownCores) {
+  EXPECT_NO_THROW(tfpin::check_multiple({}, 4, 2));
+  try {
+    tfpin::check_multiple({"--tf-threads", "--tf-interop"}, 3, 2);
+    ADD_FAILURE() << "3 accepted as a multiple of 2";
+  } catch (const tfpin::Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "--tf-threads=3 is not a multiple of --tf-interop=2: every inter-op lane gets the "
+                 "same number of cores (valid --tf-threads with --tf-interop=2: 2, 4, 6, ...)");
+  }
+}
+
+// The shim pins CPU ids 0..4095 only: a plan that needs a higher one is refused where it is made.
+TEST(PlacementErrors, CpuIdsBeyondTheShimsLimitAreRefused) {
+  const Topology t = Topology::load("package:1 numa:1 core:5000 pu:1");
+  EXPECT_EQ(plan_for(t, request(4)).cpus(), cpus("0-3"));
+  EXPECT_EQ(error_of(t, request(std::nullopt)),
+            "--threads=5000 would use CPUs 4096-4999, outside the CPU ids tfpin's shim can pin to "
+            "(valid: allowed CPUs within 0-4095)");
+  PlacementRequest r = request(2);
+  r.allowed = std::vector<unsigned>{4095, 4096, 4097};
+  EXPECT_EQ(error_of(t, r),
+            "--threads=2 would use CPUs 4096, outside the CPU ids tfpin's shim can pin to (valid: "
+            "allowed CPUs within 0-4095)");
 }
 
 TEST(PlacementErrors, ClampShrinksToTheLargestValidCount) {

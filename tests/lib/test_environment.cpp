@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "plan_checks.hpp"
+#include "tfpin/binding.hpp"
 #include "tfpin/environment.hpp"
 #include "tfpin/error.hpp"
 
@@ -50,7 +53,7 @@ TEST(Environment, ThreadCountsFollowThePlan) {
   EXPECT_EQ(env.at("KMP_HW_SUBSET"), "1T");
   EXPECT_EQ(env.at("KMP_BLOCKTIME"), "1");
   EXPECT_EQ(env.at("TFPIN_CPUS"), "0-35");
-  EXPECT_EQ(env.at("TFPIN_LANE_NUMA"), "0,1");
+  EXPECT_FALSE(env.contains("TFPIN_LANE_NUMA"));  // dropped: nothing read it
   EXPECT_FALSE(env.contains("OMP_WAIT_POLICY"));
   EXPECT_FALSE(env.contains("TFPIN_THREADS"));  // a request variable, never handed over
 }
@@ -155,7 +158,6 @@ TEST(PlanCodec, RoundTrips) {
     ASSERT_EQ(decoded->lanes.size(), plan.lanes.size());
     for (std::size_t i = 0; i < plan.lanes.size(); ++i) {
       EXPECT_EQ(decoded->lanes[i].cpus, plan.lanes[i].cpus);
-      EXPECT_EQ(decoded->lanes[i].numa, plan.lanes[i].numa);
     }
   }
 }
@@ -164,13 +166,77 @@ TEST(PlanCodec, AbsentPlanIsNotAnError) {
   EXPECT_FALSE(tfpin::decode_plan(getter({})).has_value());
 }
 
-TEST(PlanCodec, InconsistentPlansAreRejected) {
-  const std::vector<Env> bad = {
-      {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}},                           // no intra
-      {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}, {"TFPIN_INTRA", "3"}},     // 4 != 6
-      {{"TFPIN_CPUS", "0-x"}, {"TFPIN_INTEROP", "1"}, {"TFPIN_INTRA", "2"}},     // syntax
-      {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "2"}, {"TFPIN_INTRA", "2"}, {"TFPIN_LANE_NUMA", "0"}},
-      {{"TFPIN_CPUS", "0-3"}, {"TFPIN_INTEROP", "0"}, {"TFPIN_INTRA", "2"}},
-  };
-  for (const Env& env : bad) EXPECT_THROW(tfpin::decode_plan(getter(env)), tfpin::Error);
+// The table the shim tests use too (tests/fixtures/invalid_plans.json).
+TEST(PlanCodec, InvalidPlansAreRejected) {
+  std::ifstream file(fixture("invalid_plans.json"));
+  ASSERT_TRUE(file);
+  const auto table = nlohmann::json::parse(file);
+  ASSERT_GE(table.at("plans").size(), 10U);
+  for (const auto& row : table.at("plans")) {
+    Env env;
+    for (const char* name : {TFPIN_VAR_CPUS, TFPIN_VAR_INTEROP, TFPIN_VAR_INTRA}) {
+      if (row.contains(name)) env[name] = row.at(name).get<std::string>();
+    }
+    EXPECT_THROW(tfpin::decode_plan(getter(env)), tfpin::Error) << row.dump();
+  }
+}
+
+TEST(PlanCodec, LimitsAreTheShims) {
+  const Env highest = {{"TFPIN_CPUS", "4095"}, {"TFPIN_INTEROP", "1"}, {"TFPIN_INTRA", "1"}};
+  EXPECT_TRUE(tfpin::decode_plan(getter(highest)).has_value());
+  const Env beyond = {{"TFPIN_CPUS", "4094-4096"}, {"TFPIN_INTEROP", "1"}, {"TFPIN_INTRA", "3"}};
+  try {
+    tfpin::decode_plan(getter(beyond));
+    FAIL() << "CPU 4096 accepted";
+  } catch (const tfpin::Error& e) {
+    EXPECT_STREQ(e.what(), "TFPIN_CPUS=4094-4096: CPU 4096 is outside the CPU ids tfpin's shim can "
+                           "pin to (valid: 0..4095)");
+  }
+}
+
+// What an older tfpin handed over (TFPIN_LANE_NUMA) goes away with the rest, and is not read.
+TEST(PlanCodec, StaleLaneNumaIsWithdrawnAndIgnored) {
+  Env env = {{"TFPIN_CPUS", "0,1"},           {"TFPIN_INTEROP", "2"},
+             {"TFPIN_INTRA", "1"},            {"TFPIN_LANE_NUMA", "7"},
+             {"OMP_NUM_THREADS", "1"},
+             {"TFPIN_ENV", "OMP_NUM_THREADS=1;TFPIN_CPUS=0,1;TFPIN_INTEROP=2;TFPIN_INTRA=1;"
+                           "TFPIN_LANE_NUMA=7"}};
+  EXPECT_EQ(tfpin::decode_plan(getter(env))->lanes.size(), 2U);
+  Env inner = env;
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(4, 1), {}), false, access(inner));
+  EXPECT_FALSE(inner.contains("TFPIN_LANE_NUMA"));
+  tfpin::withdraw_environment(access(env));
+  EXPECT_TRUE(env.empty());
+}
+
+TEST(Requests, OptionWinsOverVariableWhichWinsOverNothing) {
+  Env env = {{"TFPIN_THREADS", "8"}};
+  EXPECT_EQ(tfpin::requested_count(4U, getter(env), "TFPIN_THREADS"), 4U);
+  EXPECT_EQ(tfpin::requested_count(std::nullopt, getter(env), "TFPIN_THREADS"), 8U);
+  EXPECT_EQ(tfpin::requested_count(std::nullopt, getter(env), "TFPIN_INTEROP"), std::nullopt);
+  env["TFPIN_THREADS"] = "0";
+  EXPECT_THROW(tfpin::requested_count(std::nullopt, getter(env), "TFPIN_THREADS"), tfpin::Error);
+}
+
+// apply_plan binds this test process; the CPUs it had are restored at the end.
+TEST(ApplyPlan, ExportsAndPreloadsTheShimOrWarns) {
+  const std::vector<unsigned> saved = tfpin::current_affinity();
+  tfpin::PlacementRequest r;
+  r.threads = 1;
+  r.allowed = saved;
+  const tfpin::Plan plan = tfpin::compute_plan(tfpin::Topology::host(), r);
+  const auto vars = tfpin::environment_for(plan, {});
+  Env env = {{"LD_PRELOAD", "libuser.so"}};
+  tfpin::ApplyOptions how;
+  how.shim = "/nonexistent/libtfpin-shim.so";
+  EXPECT_EQ(tfpin::apply_plan(plan, vars, access(env), how),
+            std::vector<std::string>{"shim /nonexistent/libtfpin-shim.so not found; threads are not "
+                                     "enforced inside the program"});
+  EXPECT_EQ(tfpin::current_affinity(), plan.cpus());
+  EXPECT_EQ(env.at("TFPIN_CPUS"), std::to_string(plan.cpus().at(0)));
+  EXPECT_EQ(env.at("LD_PRELOAD"), "libuser.so");
+  how.shim = "/proc/self/exe";  // any regular file stands for the shim
+  EXPECT_TRUE(tfpin::apply_plan(plan, vars, access(env), how).empty());
+  EXPECT_EQ(env.at("LD_PRELOAD"), "/proc/self/exe:libuser.so");
+  tfpin::bind_current_process(saved);
 }
