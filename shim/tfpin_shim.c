@@ -40,6 +40,9 @@
 // __tls_get_addr, async-signal-safe); anything unexpected degrades to plain forwarding. The
 // library depends on libc only, exports only the hooked symbols (tfpin-shim.map) and is linked
 // with -z nodelete because threads keep running its trampoline.
+//
+// Files: this one is the policy (plan, hooks); forwarded_symbols.def lists every function the
+// shim forwards; elf_lookup.c finds definitions among the loaded objects (mechanism only).
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -59,17 +62,24 @@
 #include <sys/sysinfo.h>
 #include <unistd.h>
 
+#include "elf_lookup.h"
+#include "tfpin/plan_contract.h"
+
 #define EXPORT __attribute__((visibility("default")))
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define RA() __builtin_return_address(0)
+#define STR(x) STR_(x)
+#define STR_(x) #x
 
 // glibc's internal name for sysconf: usable while our own pointers are being resolved.
 extern long __sysconf(int name);
 
 // ---------------------------------------------------------------------------------------------
-// Fixed-size CPU masks (no CPU_ALLOC): 4096 CPUs = 4 x CPU_SETSIZE.
-enum { TF_MAX_CPUS = 4096, TF_MASK_WORDS = TF_MAX_CPUS / 64 };
+// Fixed-size CPU masks (no CPU_ALLOC) of TFPIN_MAX_CPUS bits, the limit tfpin plans within.
+enum { TF_MASK_WORDS = TFPIN_MAX_CPUS / 64 };
+_Static_assert(TFPIN_MAX_CPUS % 64 == 0 && TFPIN_MAX_CPUS <= 65536,
+               "masks of whole words, uint16_t ids");
 typedef struct {
   uint64_t w[TF_MASK_WORDS];
 } tf_mask;
@@ -86,7 +96,7 @@ static bool mask_empty(const tf_mask* m) {
   return true;
 }
 static bool mask_equal(const tf_mask* a, const tf_mask* b) { return memcmp(a, b, sizeof *a) == 0; }
-// Copies a caller's cpu_set_t of `size` bytes into a tf_mask (bits beyond TF_MAX_CPUS dropped).
+// Copies a caller's cpu_set_t of `size` bytes into a tf_mask (bits beyond TFPIN_MAX_CPUS dropped).
 static void mask_from_user(tf_mask* m, size_t size, const void* set) {
   memset(m, 0, sizeof *m);
   if (set != NULL) memcpy(m, set, size < sizeof *m ? size : sizeof *m);
@@ -96,30 +106,16 @@ static void mask_from_user(tf_mask* m, size_t size, const void* set) {
 // The plan (written once in init_once, read-only afterwards).
 static bool g_active;
 static unsigned g_ncpus, g_interop, g_intra;
-static uint16_t g_cpus[TF_MAX_CPUS];  // lane order
+static uint16_t g_cpus[TFPIN_MAX_CPUS];  // lane order
 static tf_mask g_plan_mask;
 static char g_cpus_text[256];  // for the report (truncated)
 enum { REPORT_NONE, REPORT_STDERR, REPORT_FILE };
 static int g_report;
 static char g_report_path[4096];
 
-// Real functions, resolved once.
-typedef int (*pthread_create_fn)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
-typedef long (*sysconf_fn)(int);
-typedef int (*nprocs_fn)(void);
-typedef int (*sched_getaff_fn)(pid_t, size_t, cpu_set_t*);
-typedef int (*sched_setaff_fn)(pid_t, size_t, const cpu_set_t*);
-typedef int (*pthread_getaff_fn)(pthread_t, size_t, cpu_set_t*);
-typedef int (*pthread_setaff_fn)(pthread_t, size_t, const cpu_set_t*);
-typedef long (*syscall_fn)(long, ...);
-static pthread_create_fn real_pthread_create;
-static sysconf_fn real_sysconf;
-static nprocs_fn real_get_nprocs, real_get_nprocs_conf;
-static sched_getaff_fn real_sched_getaffinity;
-static sched_setaff_fn real_sched_setaffinity;
-static pthread_getaff_fn real_pthread_getaffinity_np;
-static pthread_setaff_fn real_pthread_setaffinity_np;
-static syscall_fn real_syscall;
+// Real C library functions (real_pthread_create, ...), resolved once in init_once.
+#define SHIM_LIBC(name) static __typeof__(name)* real_##name;
+#include "forwarded_symbols.def"
 
 // dlsym returns void*; ISO C has no conversion to function pointers, POSIX guarantees it works.
 #define LOAD_NEXT(var, name)             \
@@ -145,9 +141,9 @@ static _Thread_local int tl_cpu TLS_IE;      // plan index this thread is pinned
 // threads_created is not a counter of its own: it is workers + others + unpinned.
 static atomic_ullong c_workers, c_others, c_unpinned, c_masters, c_teams_clamped,
     c_setters_clamped, c_clipped, c_escapes, c_runtime_kept;
-static atomic_int g_occupancy[TF_MAX_CPUS];     // live pinned threads per plan index
-static atomic_int g_lane_masters[TF_MAX_CPUS];  // live masters per lane
-static atomic_uchar g_lane_used[TF_MAX_CPUS];
+static atomic_int g_occupancy[TFPIN_MAX_CPUS];      // live pinned threads per plan index
+static atomic_int g_lane_masters[TFPIN_MAX_LANES];  // live masters per lane
+static atomic_uchar g_lane_used[TFPIN_MAX_LANES];
 static atomic_uint g_lane_rr;
 
 static atomic_int g_ready;
@@ -252,41 +248,44 @@ static bool parse_uint(const char* s, unsigned max, unsigned* out) {
   return true;
 }
 
+#define NOT_A_CPULIST TFPIN_VAR_CPUS " is not a cpu list like 0-3,8"
+#define CPU_TOO_HIGH TFPIN_VAR_CPUS " names a cpu index >= " STR(TFPIN_MAX_CPUS)
 // Returns NULL on success, else a short reason.
 static const char* parse_cpulist(const char* text) {
   g_ncpus = 0;
   memset(&g_plan_mask, 0, sizeof g_plan_mask);
-  if (*text == '\0') return "TFPIN_CPUS is empty";
+  if (*text == '\0') return TFPIN_VAR_CPUS " is empty";
   const char* p = text;
   for (;;) {
     unsigned first = 0, last = 0;
-    if (*p < '0' || *p > '9') return "TFPIN_CPUS is not a cpu list like 0-3,8";
+    if (*p < '0' || *p > '9') return NOT_A_CPULIST;
     unsigned long v = 0;
     while (*p >= '0' && *p <= '9') {
       v = v * 10 + (unsigned long)(*p++ - '0');
-      if (v >= TF_MAX_CPUS) return "TFPIN_CPUS names a cpu index >= 4096";
+      if (v >= TFPIN_MAX_CPUS) return CPU_TOO_HIGH;
     }
     first = last = (unsigned)v;
     if (*p == '-') {
       ++p;
-      if (*p < '0' || *p > '9') return "TFPIN_CPUS is not a cpu list like 0-3,8";
+      if (*p < '0' || *p > '9') return NOT_A_CPULIST;
       v = 0;
       while (*p >= '0' && *p <= '9') {
         v = v * 10 + (unsigned long)(*p++ - '0');
-        if (v >= TF_MAX_CPUS) return "TFPIN_CPUS names a cpu index >= 4096";
+        if (v >= TFPIN_MAX_CPUS) return CPU_TOO_HIGH;
       }
       last = (unsigned)v;
     }
     const int step = last >= first ? 1 : -1;
     for (unsigned cpu = first;; cpu = (unsigned)((int)cpu + step)) {
-      if (mask_has(&g_plan_mask, cpu)) return "TFPIN_CPUS lists a cpu twice";
-      if (g_ncpus >= TF_MAX_CPUS) return "TFPIN_CPUS lists more than 4096 cpus";
+      if (mask_has(&g_plan_mask, cpu)) return TFPIN_VAR_CPUS " lists a cpu twice";
+      if (g_ncpus >= TFPIN_MAX_CPUS)
+        return TFPIN_VAR_CPUS " lists more than " STR(TFPIN_MAX_CPUS) " cpus";
       mask_set(&g_plan_mask, cpu);
       g_cpus[g_ncpus++] = (uint16_t)cpu;
       if (cpu == last) break;
     }
     if (*p == '\0') break;
-    if (*p != ',') return "TFPIN_CPUS is not a cpu list like 0-3,8";
+    if (*p != ',') return NOT_A_CPULIST;
     ++p;
   }
   return NULL;
@@ -484,33 +483,16 @@ typedef struct {
   uintptr_t base;
   bool found, openmp;
 } object_query;
-static bool contains(const struct dl_phdr_info* info, uintptr_t addr) {
-  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)* ph = &info->dlpi_phdr[i];
-    if (ph->p_type != PT_LOAD) continue;
-    const uintptr_t lo = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
-    if (addr >= lo && addr - lo < (uintptr_t)ph->p_memsz) return true;
-  }
-  return false;
-}
-
-static const char* base_name(const char* path) {
-  const char* base = path;
-  for (const char* c = path; *c; ++c)
-    if (*c == '/') base = c + 1;
-  return base;
-}
-
 static bool is_openmp_runtime_name(const char* path) {
   if (path == NULL) return false;
-  const char* base = base_name(path);
+  const char* base = elf_base_name(path);
   return strncmp(base, "libgomp", 7) == 0 || strncmp(base, "libomp", 6) == 0 ||
          strncmp(base, "libiomp", 7) == 0;
 }
 static int find_object_cb(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
   object_query* q = data;
-  if (!contains(info, q->addr)) return 0;
+  if (!elf_contains(info, q->addr)) return 0;
   q->found = true;
   q->base = (uintptr_t)info->dlpi_addr;
   q->openmp = is_openmp_runtime_name(info->dlpi_name);
@@ -729,62 +711,16 @@ EXPORT long syscall(long number, ...) {
 // dynamic linker would have bound the caller without us: first the global scope after the shim
 // (RTLD_NEXT at start, cached for good), else the caller's own scope — a library dlopen()ed with
 // RTLD_LOCAL (a Python extension) brings its libgomp/libopenblas along without putting it in the
-// global scope. Those lookups read the objects' symbol tables (no loader lock), are cached per
-// call site and dropped when any object is unloaded.
+// global scope. Those lookups read the objects' symbol tables (elf_lookup.c, no loader lock), are
+// cached per call site and dropped when any object is unloaded.
 enum fwd_id {
-  F_GOMP_parallel,
-  F_GOMP_parallel_start,
-  F_GOMP_parallel_reductions,
-  F_GOMP_parallel_loop_static,
-  F_GOMP_parallel_loop_dynamic,
-  F_GOMP_parallel_loop_guided,
-  F_GOMP_parallel_loop_runtime,
-  F_GOMP_parallel_loop_nonmonotonic_dynamic,
-  F_GOMP_parallel_loop_nonmonotonic_guided,
-  F_GOMP_parallel_loop_nonmonotonic_runtime,
-  F_GOMP_parallel_loop_maybe_nonmonotonic_runtime,
-  F_GOMP_parallel_loop_static_start,
-  F_GOMP_parallel_loop_dynamic_start,
-  F_GOMP_parallel_loop_guided_start,
-  F_GOMP_parallel_loop_runtime_start,
-  F_GOMP_parallel_sections,
-  F_GOMP_parallel_sections_start,
-  F_omp_set_num_threads,
-  F_omp_get_max_threads,
-  F_kmpc_push_num_threads,
-  F_MKL_Set_Num_Threads,
-  F_mkl_set_num_threads,
-  F_mkl_set_num_threads_,
-  F_openblas_set_num_threads,
-  F_goto_set_num_threads,
+#define SHIM_FORWARD(name, kind) F_##name,
+#include "forwarded_symbols.def"
   F_COUNT
 };
 static const char* const fwd_names[F_COUNT] = {
-    "GOMP_parallel",
-    "GOMP_parallel_start",
-    "GOMP_parallel_reductions",
-    "GOMP_parallel_loop_static",
-    "GOMP_parallel_loop_dynamic",
-    "GOMP_parallel_loop_guided",
-    "GOMP_parallel_loop_runtime",
-    "GOMP_parallel_loop_nonmonotonic_dynamic",
-    "GOMP_parallel_loop_nonmonotonic_guided",
-    "GOMP_parallel_loop_nonmonotonic_runtime",
-    "GOMP_parallel_loop_maybe_nonmonotonic_runtime",
-    "GOMP_parallel_loop_static_start",
-    "GOMP_parallel_loop_dynamic_start",
-    "GOMP_parallel_loop_guided_start",
-    "GOMP_parallel_loop_runtime_start",
-    "GOMP_parallel_sections",
-    "GOMP_parallel_sections_start",
-    "omp_set_num_threads",
-    "omp_get_max_threads",
-    "__kmpc_push_num_threads",
-    "MKL_Set_Num_Threads",
-    "mkl_set_num_threads",
-    "mkl_set_num_threads_",
-    "openblas_set_num_threads",
-    "goto_set_num_threads",
+#define SHIM_FORWARD(name, kind) #name,
+#include "forwarded_symbols.def"
 };
 static _Atomic(void*) g_fwd_global[F_COUNT];
 
@@ -799,210 +735,11 @@ typedef struct {
 } fwd_entry;
 static fwd_entry g_fwd_cache[FWD_CACHE];
 
-static int subs_cb(struct dl_phdr_info* info, size_t size, void* data) {
-  (void)size;
-  *(unsigned long long*)data = info->dlpi_subs;
-  return 1;  // the first object is enough: dlpi_subs is global
-}
-static unsigned long long unload_generation(void) {
-  unsigned long long subs = 0;
-  dl_iterate_phdr(subs_cb, &subs);
-  return subs;
-}
-
-// --- Symbol lookup without the loader lock ---------------------------------------------------
-// dlsym/dladdr/dlopen take the loader lock, which dlopen holds while it runs constructors: a
-// constructor that waits for a thread calling into OpenMP would deadlock on it. After init the
-// shim therefore reads the loaded objects' own dynamic symbol tables, found with dl_iterate_phdr
-// (which only takes the short-held lock of the object list).
-typedef struct {
-  uintptr_t base;
-  const ElfW(Sym) * symtab;
-  const char* strtab;
-  const uint32_t* gnu_hash;
-  const uint32_t* sysv_hash;
-  const ElfW(Half) * versym;
-  const ElfW(Dyn) * dynamic;
-  const char* soname;
-} elf_view;
-
 static uintptr_t g_self_base;  // our own load address (never forward to ourselves)
-
-// glibc relocates the pointers in a writable .dynamic in place; the vDSO's are offsets.
-static uintptr_t dyn_ptr(uintptr_t base, ElfW(Addr) v) {
-  return (uintptr_t)v < base ? base + (uintptr_t)v : (uintptr_t)v;
-}
-
-static bool elf_view_of(const struct dl_phdr_info* info, elf_view* v) {
-  memset(v, 0, sizeof *v);
-  v->base = (uintptr_t)info->dlpi_addr;
-  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i)
-    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
-      v->dynamic = (const ElfW(Dyn)*)(v->base + (uintptr_t)info->dlpi_phdr[i].p_vaddr);
-  if (v->dynamic == NULL) return false;
-  uintptr_t soname_off = UINTPTR_MAX;
-  for (const ElfW(Dyn)* d = v->dynamic; d->d_tag != DT_NULL; ++d) {
-    switch (d->d_tag) {
-      case DT_SYMTAB:
-        v->symtab = (const ElfW(Sym)*)dyn_ptr(v->base, d->d_un.d_ptr);
-        break;
-      case DT_STRTAB:
-        v->strtab = (const char*)dyn_ptr(v->base, d->d_un.d_ptr);
-        break;
-      case DT_GNU_HASH:
-        v->gnu_hash = (const uint32_t*)dyn_ptr(v->base, d->d_un.d_ptr);
-        break;
-      case DT_HASH:
-        v->sysv_hash = (const uint32_t*)dyn_ptr(v->base, d->d_un.d_ptr);
-        break;
-      case DT_VERSYM:
-        v->versym = (const ElfW(Half)*)dyn_ptr(v->base, d->d_un.d_ptr);
-        break;
-      case DT_SONAME:
-        soname_off = (uintptr_t)d->d_un.d_val;
-        break;
-      default:
-        break;
-    }
-  }
-  if (v->symtab == NULL || v->strtab == NULL) return false;
-  if (soname_off != UINTPTR_MAX) v->soname = v->strtab + soname_off;
-  return v->gnu_hash != NULL || v->sysv_hash != NULL;
-}
-
-// A defined, visible function: what the dynamic linker would bind a reference to.
-static bool elf_sym_ok(const elf_view* v, uint32_t idx, const char* name) {
-  const ElfW(Sym)* sym = &v->symtab[idx];
-  if (sym->st_shndx == SHN_UNDEF || ELF64_ST_TYPE(sym->st_info) != STT_FUNC) return false;
-  const unsigned bind = ELF64_ST_BIND(sym->st_info);
-  if (bind != STB_GLOBAL && bind != STB_WEAK) return false;
-  if (v->versym != NULL && ((v->versym[idx] & 0x8000) != 0 || v->versym[idx] == 0)) return false;
-  return strcmp(name, v->strtab + sym->st_name) == 0;
-}
-
-static uint32_t gnu_hash_of(const char* s) {
-  uint32_t h = 5381;
-  for (; *s; ++s) h = h * 33 + (unsigned char)*s;
-  return h;
-}
-static uint32_t sysv_hash_of(const char* s) {
-  uint32_t h = 0;
-  for (; *s; ++s) {
-    h = (h << 4) + (unsigned char)*s;
-    const uint32_t g = h & 0xf0000000u;
-    if (g) h ^= g >> 24;
-    h &= ~g;
-  }
-  return h;
-}
-
-static void* elf_lookup(const elf_view* v, const char* name, uint32_t hg, uint32_t hs) {
-  if (v->gnu_hash != NULL) {
-    const uint32_t* gh = v->gnu_hash;
-    const uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2], shift = gh[3];
-    if (nbuckets == 0 || bloom_size == 0) return NULL;
-    const ElfW(Addr)* bloom = (const ElfW(Addr)*)(const void*)(gh + 4);
-    const uint32_t* buckets = (const uint32_t*)(const void*)(bloom + bloom_size);
-    const uint32_t* chain = buckets + nbuckets;
-    const unsigned bits = (unsigned)sizeof(ElfW(Addr)) * 8u;
-    const ElfW(Addr) word = bloom[(hg / bits) % bloom_size];
-    const ElfW(Addr) mask =
-        ((ElfW(Addr))1 << (hg % bits)) | ((ElfW(Addr))1 << ((hg >> shift) % bits));
-    if ((word & mask) != mask) return NULL;
-    uint32_t idx = buckets[hg % nbuckets];
-    if (idx < symoffset) return NULL;
-    for (;; ++idx) {
-      const uint32_t h2 = chain[idx - symoffset];
-      if ((hg | 1u) == (h2 | 1u) && elf_sym_ok(v, idx, name))
-        return (void*)(v->base + (uintptr_t)v->symtab[idx].st_value);
-      if (h2 & 1u) return NULL;
-    }
-  }
-  const uint32_t* sh = v->sysv_hash;
-  const uint32_t nbucket = sh[0];
-  if (nbucket == 0) return NULL;
-  const uint32_t* bucket = sh + 2;
-  const uint32_t* chain = bucket + nbucket;
-  for (uint32_t idx = bucket[hs % nbucket]; idx != 0; idx = chain[idx])
-    if (elf_sym_ok(v, idx, name)) return (void*)(v->base + (uintptr_t)v->symtab[idx].st_value);
-  return NULL;
-}
-
-// Where the dynamic linker would have bound the call at `ra` to `name`, had the shim not been
-// there: the calling object's own scope (itself, then its DT_NEEDED libraries in order), else the
-// first object in load order that defines it. Never the shim.
-enum { MAX_NEEDED = 64 };
-typedef struct {
-  const char* name;
-  uint32_t hg, hs;
-  uintptr_t ra;
-  bool caller_found;
-  uintptr_t caller_base;
-  unsigned nneeded;
-  const char* needed[MAX_NEEDED];
-  void* best;
-  unsigned best_rank;  // 0 = the caller, 1 + i = its i-th DT_NEEDED
-  void* first_any;
-} def_search;
-
-static int find_caller_cb(struct dl_phdr_info* info, size_t size, void* data) {
-  (void)size;
-  def_search* q = data;
-  if (!contains(info, q->ra)) return 0;
-  q->caller_found = true;
-  q->caller_base = (uintptr_t)info->dlpi_addr;
-  elf_view v;
-  if (elf_view_of(info, &v)) {
-    for (const ElfW(Dyn)* d = v.dynamic; d->d_tag != DT_NULL && q->nneeded < MAX_NEEDED; ++d)
-      if (d->d_tag == DT_NEEDED) q->needed[q->nneeded++] = v.strtab + d->d_un.d_val;
-  }
-  return 1;
-}
-
-static int find_definition_cb(struct dl_phdr_info* info, size_t size, void* data) {
-  (void)size;
-  def_search* q = data;
-  const uintptr_t base = (uintptr_t)info->dlpi_addr;
-  if (base == g_self_base) return 0;
-  elf_view v;
-  if (!elf_view_of(info, &v)) return 0;
-  unsigned rank = UINT32_MAX;
-  if (q->caller_found && base == q->caller_base) {
-    rank = 0;
-  } else {
-    const char* file = info->dlpi_name != NULL ? base_name(info->dlpi_name) : "";
-    for (unsigned i = 0; i < q->nneeded && rank == UINT32_MAX; ++i)
-      if (strcmp(file, q->needed[i]) == 0 ||
-          (v.soname != NULL && strcmp(v.soname, q->needed[i]) == 0))
-        rank = 1 + i;
-  }
-  if (rank >= q->best_rank && q->first_any != NULL) return 0;
-  void* p = elf_lookup(&v, q->name, q->hg, q->hs);
-  if (p == NULL) return 0;
-  if (q->first_any == NULL) q->first_any = p;
-  if (rank < q->best_rank) {
-    q->best = p;
-    q->best_rank = rank;
-  }
-  return 0;
-}
-
-static void* find_definition(const char* name, const void* ra) {
-  def_search q;
-  memset(&q, 0, sizeof q);
-  q.name = name;
-  q.hg = gnu_hash_of(name);
-  q.hs = sysv_hash_of(name);
-  q.ra = (uintptr_t)ra;
-  q.best_rank = UINT32_MAX;
-  if (ra != NULL) dl_iterate_phdr(find_caller_cb, &q);
-  dl_iterate_phdr(find_definition_cb, &q);
-  return q.best != NULL ? q.best : q.first_any;
-}
 
 static int self_base_cb(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
-  if (!contains(info, *(const uintptr_t*)data)) return 0;
+  if (!elf_contains(info, *(const uintptr_t*)data)) return 0;
   g_self_base = (uintptr_t)info->dlpi_addr;
   return 1;
 }
@@ -1020,7 +757,7 @@ static void* resolve_fwd(enum fwd_id id, const void* ra) {
   void* p = atomic_load_explicit(&g_fwd_global[id], memory_order_acquire);
   if (p != NULL) return p;
 
-  const unsigned long long gen = unload_generation();
+  const unsigned long long gen = elf_unload_generation();
   fwd_entry* e = &g_fwd_cache[(((uintptr_t)ra >> 2) ^ ((uintptr_t)id * 0x9e37u)) % FWD_CACHE];
   const unsigned s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
   if ((s1 & 1u) == 0 && atomic_load_explicit(&e->ra, memory_order_relaxed) == ra &&
@@ -1031,7 +768,7 @@ static void* resolve_fwd(enum fwd_id id, const void* ra) {
     if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1 && p != NULL) return p;
   }
 
-  p = find_definition(fwd_names[id], ra);
+  p = elf_find_definition(fwd_names[id], ra, g_self_base);
   if (p != NULL) {
     unsigned s = atomic_load_explicit(&e->seq, memory_order_relaxed);
     if ((s & 1u) == 0 && atomic_compare_exchange_strong_explicit(
@@ -1076,7 +813,7 @@ typedef void (*omp_fn)(void*);
 
 EXPORT void GOMP_parallel(omp_fn fn, void* data, unsigned num_threads, unsigned flags) {
   const void* ra = RA();
-  void (*real)(omp_fn, void*, unsigned, unsigned);
+  __typeof__(GOMP_parallel)* real;
   AS_FN(real, resolve_fwd(F_GOMP_parallel, ra));
   if (real == NULL) {  // no runtime to be found: a team of one is still a correct execution
     fn(data);
@@ -1088,7 +825,7 @@ EXPORT void GOMP_parallel(omp_fn fn, void* data, unsigned num_threads, unsigned 
 EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void* data, unsigned num_threads,
                                          unsigned flags) {
   const void* ra = RA();
-  unsigned (*real)(omp_fn, void*, unsigned, unsigned);
+  __typeof__(GOMP_parallel_reductions)* real;
   AS_FN(real, resolve_fwd(F_GOMP_parallel_reductions, ra));
   if (real == NULL) {
     fn(data);
@@ -1099,7 +836,7 @@ EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void* data, unsigned num_thr
 
 EXPORT void GOMP_parallel_start(omp_fn fn, void* data, unsigned num_threads) {
   const void* ra = RA();
-  void (*real)(omp_fn, void*, unsigned);
+  __typeof__(GOMP_parallel_start)* real;
   AS_FN(real, resolve_fwd(F_GOMP_parallel_start, ra));
   if (real != NULL) real(fn, data, clamp_team(num_threads, ra));
 }
@@ -1108,7 +845,7 @@ EXPORT void GOMP_parallel_start(omp_fn fn, void* data, unsigned num_threads) {
   EXPORT void name(omp_fn fn, void* data, unsigned num_threads, long start, long end, long incr,   \
                    long chunk, unsigned flags) {                                                   \
     const void* ra = RA();                                                                         \
-    void (*real)(omp_fn, void*, unsigned, long, long, long, long, unsigned);                       \
+    __typeof__(name)* real;                                                                        \
     AS_FN(real, resolve_fwd(F_##name, ra));                                                        \
     if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr, chunk, flags); \
   }
@@ -1116,7 +853,7 @@ EXPORT void GOMP_parallel_start(omp_fn fn, void* data, unsigned num_threads) {
   EXPORT void name(omp_fn fn, void* data, unsigned num_threads, long start, long end, long incr, \
                    unsigned flags) {                                                             \
     const void* ra = RA();                                                                       \
-    void (*real)(omp_fn, void*, unsigned, long, long, long, unsigned);                           \
+    __typeof__(name)* real;                                                                      \
     AS_FN(real, resolve_fwd(F_##name, ra));                                                      \
     if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr, flags);      \
   }
@@ -1124,7 +861,7 @@ EXPORT void GOMP_parallel_start(omp_fn fn, void* data, unsigned num_threads) {
   EXPORT void name(omp_fn fn, void* data, unsigned num_threads, long start, long end, long incr, \
                    long chunk) {                                                                 \
     const void* ra = RA();                                                                       \
-    void (*real)(omp_fn, void*, unsigned, long, long, long, long);                               \
+    __typeof__(name)* real;                                                                      \
     AS_FN(real, resolve_fwd(F_##name, ra));                                                      \
     if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr, chunk);      \
   }
@@ -1146,7 +883,7 @@ GOMP_LOOP4_START(GOMP_parallel_loop_guided_start)
 EXPORT void GOMP_parallel_loop_runtime_start(omp_fn fn, void* data, unsigned num_threads,
                                              long start, long end, long incr) {
   const void* ra = RA();
-  void (*real)(omp_fn, void*, unsigned, long, long, long);
+  __typeof__(GOMP_parallel_loop_runtime_start)* real;
   AS_FN(real, resolve_fwd(F_GOMP_parallel_loop_runtime_start, ra));
   if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr);
 }
@@ -1154,7 +891,7 @@ EXPORT void GOMP_parallel_loop_runtime_start(omp_fn fn, void* data, unsigned num
 EXPORT void GOMP_parallel_sections(omp_fn fn, void* data, unsigned num_threads, unsigned count_,
                                    unsigned flags) {
   const void* ra = RA();
-  void (*real)(omp_fn, void*, unsigned, unsigned, unsigned);
+  __typeof__(GOMP_parallel_sections)* real;
   AS_FN(real, resolve_fwd(F_GOMP_parallel_sections, ra));
   if (real != NULL) real(fn, data, clamp_team(num_threads, ra), count_, flags);
 }
@@ -1162,13 +899,13 @@ EXPORT void GOMP_parallel_sections(omp_fn fn, void* data, unsigned num_threads, 
 EXPORT void GOMP_parallel_sections_start(omp_fn fn, void* data, unsigned num_threads,
                                          unsigned count_) {
   const void* ra = RA();
-  void (*real)(omp_fn, void*, unsigned, unsigned);
+  __typeof__(GOMP_parallel_sections_start)* real;
   AS_FN(real, resolve_fwd(F_GOMP_parallel_sections_start, ra));
   if (real != NULL) real(fn, data, clamp_team(num_threads, ra), count_);
 }
 
 EXPORT void omp_set_num_threads(int n) {
-  void (*real)(int);
+  __typeof__(omp_set_num_threads)* real;
   AS_FN(real, resolve_fwd(F_omp_set_num_threads, RA()));
   if (real != NULL) real(clamp_setter(n));
 }
@@ -1176,8 +913,8 @@ EXPORT void omp_set_num_threads(int n) {
 // Intel/LLVM OpenMP: the num_threads clause becomes a push before __kmpc_fork_call.
 EXPORT void __kmpc_push_num_threads(void* loc, int32_t gtid, int32_t num_threads) {
   const void* ra = RA();
-  void (*real)(void*, int32_t, int32_t);
-  AS_FN(real, resolve_fwd(F_kmpc_push_num_threads, ra));
+  __typeof__(__kmpc_push_num_threads)* real;
+  AS_FN(real, resolve_fwd(F___kmpc_push_num_threads, ra));
   if (real == NULL) return;
   if (num_threads > 0) num_threads = (int32_t)clamp_team((unsigned)num_threads, ra);
   real(loc, gtid, num_threads);
@@ -1186,7 +923,7 @@ EXPORT void __kmpc_push_num_threads(void* loc, int32_t gtid, int32_t num_threads
 // MKL: MKL_Set_Num_Threads(int) is what mkl.h's mkl_set_num_threads macro calls; the exported
 // lowercase mkl_set_num_threads / mkl_set_num_threads_ are Fortran entry points taking int*.
 EXPORT void MKL_Set_Num_Threads(int n) {
-  void (*real)(int);
+  __typeof__(MKL_Set_Num_Threads)* real;
   AS_FN(real, resolve_fwd(F_MKL_Set_Num_Threads, RA()));
   if (real != NULL) real(clamp_setter(n));
 }
@@ -1202,22 +939,22 @@ static void forward_clamped_by_pointer(void (*real)(const int*), const int* n) {
   real(&clamped);
 }
 EXPORT void mkl_set_num_threads(const int* n) {
-  void (*real)(const int*);
+  __typeof__(mkl_set_num_threads)* real;
   AS_FN(real, resolve_fwd(F_mkl_set_num_threads, RA()));
   forward_clamped_by_pointer(real, n);
 }
 EXPORT void mkl_set_num_threads_(const int* n) {
-  void (*real)(const int*);
+  __typeof__(mkl_set_num_threads_)* real;
   AS_FN(real, resolve_fwd(F_mkl_set_num_threads_, RA()));
   forward_clamped_by_pointer(real, n);
 }
 EXPORT void openblas_set_num_threads(int n) {
-  void (*real)(int);
+  __typeof__(openblas_set_num_threads)* real;
   AS_FN(real, resolve_fwd(F_openblas_set_num_threads, RA()));
   if (real != NULL) real(clamp_setter(n));
 }
 EXPORT void goto_set_num_threads(int n) {
-  void (*real)(int);
+  __typeof__(goto_set_num_threads)* real;
   AS_FN(real, resolve_fwd(F_goto_set_num_threads, RA()));
   if (real != NULL) real(clamp_setter(n));
 }
@@ -1260,15 +997,8 @@ static void atfork_child(void) {
 
 static void init_once(void) {
   tl_in_init = 1;
-  LOAD_NEXT(real_pthread_create, "pthread_create");
-  LOAD_NEXT(real_sysconf, "sysconf");
-  LOAD_NEXT(real_get_nprocs, "get_nprocs");
-  LOAD_NEXT(real_get_nprocs_conf, "get_nprocs_conf");
-  LOAD_NEXT(real_sched_getaffinity, "sched_getaffinity");
-  LOAD_NEXT(real_sched_setaffinity, "sched_setaffinity");
-  LOAD_NEXT(real_pthread_getaffinity_np, "pthread_getaffinity_np");
-  LOAD_NEXT(real_pthread_setaffinity_np, "pthread_setaffinity_np");
-  LOAD_NEXT(real_syscall, "syscall");
+#define SHIM_LIBC(name) LOAD_NEXT(real_##name, #name);
+#include "forwarded_symbols.def"
   {
     void (*self_fn)(void) = init_once;
     uintptr_t here;
@@ -1282,11 +1012,11 @@ static void init_once(void) {
     if (p != NULL && !in_self(p)) atomic_store_explicit(&g_fwd_global[id], p, memory_order_release);
   }
 
-  const char* cpus = secure_getenv("TFPIN_CPUS");
+  const char* cpus = secure_getenv(TFPIN_VAR_CPUS);
   if (cpus != NULL) {
-    const char* report = secure_getenv("TFPIN_REPORT");
+    const char* report = secure_getenv(TFPIN_VAR_REPORT);
     if (report != NULL && report[0] != '\0') {
-      if (strcmp(report, "stderr") == 0) {
+      if (strcmp(report, TFPIN_REPORT_STDERR) == 0) {
         g_report = REPORT_STDERR;
       } else if (strlen(report) < sizeof g_report_path) {
         memcpy(g_report_path, report, strlen(report) + 1);
@@ -1294,14 +1024,14 @@ static void init_once(void) {
       }
     }
     const char* why = parse_cpulist(cpus);
-    if (why == NULL && !parse_uint(secure_getenv("TFPIN_INTEROP"), TF_MAX_CPUS, &g_interop))
-      why = "TFPIN_INTEROP is missing or not a positive integer";
-    if (why == NULL && !parse_uint(secure_getenv("TFPIN_INTRA"), TF_MAX_CPUS, &g_intra))
-      why = "TFPIN_INTRA is missing or not a positive integer";
+    if (why == NULL && !parse_uint(secure_getenv(TFPIN_VAR_INTEROP), TFPIN_MAX_LANES, &g_interop))
+      why = TFPIN_VAR_INTEROP " is missing or not a positive integer";
+    if (why == NULL && !parse_uint(secure_getenv(TFPIN_VAR_INTRA), TFPIN_MAX_INTRA, &g_intra))
+      why = TFPIN_VAR_INTRA " is missing or not a positive integer";
     if (why == NULL && (g_interop == 0 || g_intra == 0))
-      why = "TFPIN_INTEROP and TFPIN_INTRA must be positive";
+      why = TFPIN_VAR_INTEROP " and " TFPIN_VAR_INTRA " must be positive";
     if (why == NULL && g_interop * g_intra != g_ncpus)
-      why = "TFPIN_CPUS does not list TFPIN_INTEROP x TFPIN_INTRA cpus";
+      why = TFPIN_VAR_CPUS " does not list " TFPIN_VAR_INTEROP " x " TFPIN_VAR_INTRA " cpus";
     if (why == NULL && (real_pthread_create == NULL || real_sched_setaffinity == NULL ||
                         real_sched_getaffinity == NULL))
       why = "cannot resolve the C library's functions";

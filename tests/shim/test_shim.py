@@ -7,7 +7,7 @@ was seen. Standard library only.
 Environment (set by tests/shim/meson.build): TFPIN_SHIM_LIB, SHIM_PROBE, SHIM_PROBE_DL,
 SHIM_PROBE_BLAS, SHIM_OMP_PLUGIN, SHIM_CTOR_PLUGIN, SHIM_PROBE_KMP (optional, clang + libomp),
 TFPIN_EXE.
-Run one group: test_shim.py -v OpenMP
+Run one group: test_shim.py -v OpenMP; list the groups (test classes): test_shim.py --list-groups
 """
 import json
 import os
@@ -33,20 +33,29 @@ CPUS = sorted(os.sched_getaffinity(0))
 A, B = (CPUS + [None, None])[:2]
 BOTH = sorted([A, B]) if B is not None else []
 
-HOOKED = {
-    "pthread_create", "sysconf", "get_nprocs", "get_nprocs_conf", "sched_getaffinity",
-    "sched_setaffinity", "pthread_getaffinity_np", "pthread_setaffinity_np", "syscall",
-    "omp_set_num_threads",
-    "GOMP_parallel", "GOMP_parallel_start", "GOMP_parallel_reductions",
-    "GOMP_parallel_loop_static", "GOMP_parallel_loop_dynamic", "GOMP_parallel_loop_guided",
-    "GOMP_parallel_loop_runtime", "GOMP_parallel_loop_nonmonotonic_dynamic",
-    "GOMP_parallel_loop_nonmonotonic_guided", "GOMP_parallel_loop_nonmonotonic_runtime",
-    "GOMP_parallel_loop_maybe_nonmonotonic_runtime", "GOMP_parallel_loop_static_start",
-    "GOMP_parallel_loop_dynamic_start", "GOMP_parallel_loop_guided_start",
-    "GOMP_parallel_loop_runtime_start", "GOMP_parallel_sections", "GOMP_parallel_sections_start",
-    "__kmpc_push_num_threads", "MKL_Set_Num_Threads", "mkl_set_num_threads",
-    "mkl_set_num_threads_", "openblas_set_num_threads", "goto_set_num_threads",
-}
+# The shim's sources: forwarded_symbols.def is the one list of what it hooks and forwards.
+SHIM_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shim")
+SYMBOL_LINE = re.compile(r"SHIM_LIBC\((\w+)\)|SHIM_FORWARD\((\w+), (HOOKED|LOOKUP)\)")
+
+
+def symbol_list():
+    """{name: LIBC | HOOKED | LOOKUP} from shim/forwarded_symbols.def; an unreadable entry fails."""
+    out = {}
+    with open(os.path.join(SHIM_SRC, "forwarded_symbols.def")) as f:
+        for line in f:
+            if not line.startswith("SHIM_"):
+                continue
+            m = SYMBOL_LINE.match(line)
+            if not m:
+                raise AssertionError(f"forwarded_symbols.def: cannot read {line.strip()!r}")
+            out[m.group(1) or m.group(2)] = "LIBC" if m.group(1) else m.group(3)
+    return out
+
+
+def hooked():
+    """The names the shim must export: every entry of the list but the LOOKUP-only ones."""
+    return {name for name, kind in symbol_list().items() if kind != "LOOKUP"}
+
 
 PY_COUNTS = ("import json, os\n"
              "allowed = [l.split(':', 1)[1].strip() for l in open('/proc/self/status')"
@@ -141,7 +150,13 @@ class Build(unittest.TestCase):
     def test_exports_only_the_hooks(self):
         out = run(["nm", "-D", "--defined-only", SHIM], preload=False).stdout
         exported = {l.split()[-1].split("@")[0] for l in out.splitlines() if l.strip()}
-        self.assertEqual(exported, HOOKED)
+        self.assertEqual(exported, hooked())
+
+    def test_version_map_matches_the_symbol_list(self):
+        with open(os.path.join(SHIM_SRC, "tfpin-shim.map")) as f:
+            text = re.sub(r"/\*.*?\*/", "", f.read(), flags=re.S)
+        listed = re.search(r"global:(.*?)local:", text, re.S).group(1)
+        self.assertEqual(set(re.findall(r"([\w.]+)\s*;", listed)), hooked())
 
     def test_no_cxx_runtime_references(self):
         out = run(["nm", "-D", "--undefined-only", SHIM], preload=False).stdout
@@ -403,6 +418,22 @@ class NoPlan(unittest.TestCase):
             self.assertEqual(said.stderr.count("invalid plan"), 1, bad)
             self.assertEqual(said.stdout, run([PROBE, "counts"], preload=False).stdout, bad)
 
+    def test_shared_invalid_plans(self):
+        """tests/fixtures/invalid_plans.json, whose rows decode_plan refuses too (tests/lib)."""
+        fixtures = os.environ.get("TFPIN_FIXTURE_DIR") or os.path.join(
+            os.path.dirname(os.path.abspath(__file__)), "..", "fixtures")
+        with open(os.path.join(fixtures, "invalid_plans.json")) as f:
+            rows = json.load(f)["plans"]
+        self.assertGreaterEqual(len(rows), 10)
+        untouched = run([PROBE, "counts"], preload=False).stdout
+        for row in rows:
+            bad = {k: v for k, v in row.items() if k.startswith("TFPIN_")}
+            with self.subTest(why=row["why"], plan=bad):
+                said = run([PROBE, "counts"], plan_env=bad, env={"TFPIN_REPORT": "stderr"})
+                self.assertEqual(said.stdout, untouched)
+                self.assertEqual(said.stderr.count("invalid plan"), 1)
+                self.assertEqual(run([PROBE, "counts"], plan_env=bad).stderr, "")
+
 
 class Dlopen(unittest.TestCase):
     def check_region(self, region):
@@ -515,5 +546,16 @@ class TfpinRun(unittest.TestCase):
         self.assertIn("lanes_used=2/2", p.stderr)
 
 
+def groups():
+    """The test classes in this file, in order: meson runs each as its own test."""
+    loader = unittest.TestLoader()
+    return [name for name, obj in globals().items()
+            if isinstance(obj, type) and issubclass(obj, unittest.TestCase)
+            and loader.getTestCaseNames(obj)]
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--list-groups"]:  # tests/shim/meson.build, at configure time
+        print("\n".join(groups()))
+        sys.exit(0)
     unittest.main()
