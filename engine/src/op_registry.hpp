@@ -31,6 +31,12 @@ struct OpDef {
 // build mistake, not a runtime condition.
 bool register_op(const OpDef& def);
 
+// At the end of an ops/*.cpp file, after its (static) functions:
+//   TFPIN_REGISTER_OP(relu, .infer = infer_relu, .lower = lower_relu, .backward = backward_relu);
+#define TFPIN_REGISTER_OP(kind_name, ...)                                                    \
+  [[maybe_unused]] const bool registered_##kind_name = ::tfpin::engine::detail::register_op( \
+      {.kind = OpKind::kind_name, .name = #kind_name, __VA_ARGS__})
+
 // The definition of `kind`, or nullptr when no file registered it.
 const OpDef* find_op(OpKind kind);
 

@@ -4,9 +4,7 @@
 
 namespace tfpin::engine::detail {
 
-namespace {
-
-Status infer_add(Ir& ir, int node, Dims& out) {
+static Status infer_add(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 2, 2, "2"));
   Node& n = node_of(ir, node);
   const Value& a = value_of(ir, n.inputs[0]);
@@ -27,7 +25,7 @@ Status infer_add(Ir& ir, int node, Dims& out) {
   return {};
 }
 
-void lower_add(Lowering& l, int node) {
+static void lower_add(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const int a = n.inputs[0];
   const int b = n.inputs[1];
@@ -49,7 +47,7 @@ void lower_add(Lowering& l, int node) {
 }
 
 // The sum's gradient flows unchanged to both operands (one buffer, read by both).
-void backward_add(Lowering& l, int node) {
+static void backward_add(Lowering& l, int node) {
   const Node& n = node_of(l.ir, node);
   const md_t y_md = l.value_md[static_cast<std::size_t>(n.output)];
   const int dy = l.gradient_before_relu(node, y_md);
@@ -58,12 +56,6 @@ void backward_add(Lowering& l, int node) {
   }
 }
 
-[[maybe_unused]] const bool registered = register_op({.kind = OpKind::add,
-                                                      .name = "add",
-                                                      .infer = infer_add,
-                                                      .lower = lower_add,
-                                                      .backward = backward_add});
-
-}  // namespace
+TFPIN_REGISTER_OP(add, .infer = infer_add, .lower = lower_add, .backward = backward_add);
 
 }  // namespace tfpin::engine::detail

@@ -8,9 +8,7 @@
 
 namespace tfpin::engine::detail {
 
-namespace {
-
-Status infer_batch_norm(Ir& ir, int node, Dims& out) {
+static Status infer_batch_norm(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 5, 5, "5 (input, scale, shift, mean, variance)"));
   Node& n = node_of(ir, node);
   const Value& x = value_of(ir, n.inputs[0]);
@@ -41,7 +39,7 @@ Status infer_batch_norm(Ir& ir, int node, Dims& out) {
 
 namespace {
 
-void lower_batch_norm_training(Lowering& l, int node) {
+static void lower_batch_norm_training(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   const Dims& xd = value_of(l.ir, x).dims;
@@ -108,7 +106,7 @@ void lower_batch_norm_training(Lowering& l, int node) {
 
 }  // namespace
 
-void lower_batch_norm(Lowering& l, int node) {
+static void lower_batch_norm(Lowering& l, int node) {
   if (l.training()) {
     lower_batch_norm_training(l, node);
     return;
@@ -140,7 +138,7 @@ void lower_batch_norm(Lowering& l, int node) {
   l.define(n.output, pd.dst_desc(), dst);
 }
 
-void backward_batch_norm(Lowering& l, int node) {
+static void backward_batch_norm(Lowering& l, int node) {
   const Node& n = node_of(l.ir, node);
   const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
   const auto fwd = std::any_cast<dnnl::batch_normalization_forward::primitive_desc>(r.pd);
@@ -182,13 +180,7 @@ void backward_batch_norm(Lowering& l, int node) {
   l.add_update(r.bias, dshift, vec, value_of(l.ir, n.inputs[2]).name);
 }
 
-[[maybe_unused]] const bool registered = register_op({.kind = OpKind::batch_norm,
-                                                      .name = "batch_norm",
-                                                      .infer = infer_batch_norm,
-                                                      .lower = lower_batch_norm,
-                                                      .backward = backward_batch_norm,
-                                                      .has_parameters = true});
-
-}  // namespace
+TFPIN_REGISTER_OP(batch_norm, .infer = infer_batch_norm, .lower = lower_batch_norm,
+                  .backward = backward_batch_norm, .has_parameters = true);
 
 }  // namespace tfpin::engine::detail

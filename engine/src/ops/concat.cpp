@@ -4,9 +4,7 @@
 
 namespace tfpin::engine::detail {
 
-namespace {
-
-Status infer_concat(Ir& ir, int node, Dims& out) {
+static Status infer_concat(Ir& ir, int node, Dims& out) {
   Node& n = node_of(ir, node);
   if (n.inputs.empty()) return graph_error(ir, node, "has no inputs, expected at least 1");
   const Value& first = value_of(ir, n.inputs[0]);
@@ -36,7 +34,7 @@ Status infer_concat(Ir& ir, int node, Dims& out) {
   return {};
 }
 
-void lower_concat(Lowering& l, int node) {
+static void lower_concat(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   std::vector<md_t> srcs;
   for (int x : n.inputs) srcs.push_back(l.value_md[static_cast<std::size_t>(x)]);
@@ -57,7 +55,7 @@ void lower_concat(Lowering& l, int node) {
   l.define(n.output, pd.dst_desc(), dst);
 }
 
-void backward_concat(Lowering& l, int node) {
+static void backward_concat(Lowering& l, int node) {
   const Node& n = node_of(l.ir, node);
   const Dims& od = value_of(l.ir, n.output).dims;
   const md_t y_md = l.value_md[static_cast<std::size_t>(n.output)];
@@ -85,12 +83,7 @@ void backward_concat(Lowering& l, int node) {
   }
 }
 
-[[maybe_unused]] const bool registered = register_op({.kind = OpKind::concat,
-                                                      .name = "concat",
-                                                      .infer = infer_concat,
-                                                      .lower = lower_concat,
-                                                      .backward = backward_concat});
-
-}  // namespace
+TFPIN_REGISTER_OP(concat, .infer = infer_concat, .lower = lower_concat,
+                  .backward = backward_concat);
 
 }  // namespace tfpin::engine::detail

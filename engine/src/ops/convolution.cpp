@@ -3,9 +3,7 @@
 
 namespace tfpin::engine::detail {
 
-namespace {
-
-Status infer_convolution(Ir& ir, int node, Dims& out) {
+static Status infer_convolution(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 2, 3, "2 or 3 (input, weights[, bias])"));
   TFPIN_TRY(expect_rank(ir, node, 0, 4, "input"));
   TFPIN_TRY(expect_rank(ir, node, 1, 4, "weights"));
@@ -58,7 +56,7 @@ Status infer_convolution(Ir& ir, int node, Dims& out) {
 
 namespace {
 
-onednn::Window convolution_window(const Conv2D& a) {
+static onednn::Window convolution_window(const Conv2D& a) {
   return {{a.stride[0], a.stride[1]},
           {0, 0},
           {a.padding[0], a.padding[1]},
@@ -67,7 +65,7 @@ onednn::Window convolution_window(const Conv2D& a) {
 
 }  // namespace
 
-void lower_convolution(Lowering& l, int node) {
+static void lower_convolution(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const auto& a = std::get<Conv2D>(n.attrs);
   const int x = n.inputs[0];
@@ -190,7 +188,7 @@ void lower_convolution(Lowering& l, int node) {
   r.bias = bias;
 }
 
-void backward_convolution(Lowering& l, int node) {
+static void backward_convolution(Lowering& l, int node) {
   const Node& n = node_of(l.ir, node);
   const auto& a = std::get<Conv2D>(n.attrs);
   const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
@@ -258,13 +256,7 @@ void backward_convolution(Lowering& l, int node) {
                        has_bias ? pd.diff_bias_desc() : md_t());
 }
 
-[[maybe_unused]] const bool registered = register_op({.kind = OpKind::convolution,
-                                                      .name = "convolution",
-                                                      .infer = infer_convolution,
-                                                      .lower = lower_convolution,
-                                                      .backward = backward_convolution,
-                                                      .has_parameters = true});
-
-}  // namespace
+TFPIN_REGISTER_OP(convolution, .infer = infer_convolution, .lower = lower_convolution,
+                  .backward = backward_convolution, .has_parameters = true);
 
 }  // namespace tfpin::engine::detail

@@ -7,9 +7,7 @@
 
 namespace tfpin::engine::detail {
 
-namespace {
-
-Status infer_dropout(Ir& ir, int node, Dims& out) {
+static Status infer_dropout(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   Node& n = node_of(ir, node);
   const float rate = std::get<Dropout>(n.attrs).rate;
@@ -23,7 +21,8 @@ Status infer_dropout(Ir& ir, int node, Dims& out) {
 namespace {
 
 // splitmix64 of (seed, run, index): independent bits for every element of every step.
-inline bool keep(std::uint64_t seed, std::uint64_t run, std::uint64_t i, std::uint32_t threshold) {
+static inline bool keep(std::uint64_t seed, std::uint64_t run, std::uint64_t i,
+                        std::uint32_t threshold) {
   std::uint64_t z = seed ^ (run * 0xD1B54A32D192ED03ull) ^ (i * 0x9E3779B97F4A7C15ull);
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -32,8 +31,8 @@ inline bool keep(std::uint64_t seed, std::uint64_t run, std::uint64_t i, std::ui
 }
 
 // y = x * mask * scale over the buffer; with `draw`, fills the mask first.
-Kernel masked_scale(std::size_t n, float scale, bool draw, std::uint64_t seed,
-                    std::uint32_t threshold) {
+static Kernel masked_scale(std::size_t n, float scale, bool draw, std::uint64_t seed,
+                           std::uint32_t threshold) {
   return [=](const KernelCall& call) {
     const auto* x = static_cast<const float*>(call.data[0]);
     auto* mask = static_cast<std::uint8_t*>(call.data[1]);
@@ -49,7 +48,7 @@ Kernel masked_scale(std::size_t n, float scale, bool draw, std::uint64_t seed,
 
 }  // namespace
 
-void lower_dropout(Lowering& l, int node) {
+static void lower_dropout(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   const md_t x_md = l.value_md[static_cast<std::size_t>(x)];
@@ -73,7 +72,7 @@ void lower_dropout(Lowering& l, int node) {
   l.define(n.output, x_md, y);
 }
 
-void backward_dropout(Lowering& l, int node) {
+static void backward_dropout(Lowering& l, int node) {
   const Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   if (!l.wants_gradient(x)) return;
@@ -92,12 +91,7 @@ void backward_dropout(Lowering& l, int node) {
   l.add_gradient(x, dx, y_md);
 }
 
-[[maybe_unused]] const bool registered = register_op({.kind = OpKind::dropout,
-                                                      .name = "dropout",
-                                                      .infer = infer_dropout,
-                                                      .lower = lower_dropout,
-                                                      .backward = backward_dropout});
-
-}  // namespace
+TFPIN_REGISTER_OP(dropout, .infer = infer_dropout, .lower = lower_dropout,
+                  .backward = backward_dropout);
 
 }  // namespace tfpin::engine::detail

@@ -4,9 +4,7 @@
 
 namespace tfpin::engine::detail {
 
-namespace {
-
-Status infer_flatten(Ir& ir, int node, Dims& out) {
+static Status infer_flatten(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   const Dims& x = value_of(ir, node_of(ir, node).inputs[0]).dims;
   if (x.size() == 2) {
@@ -18,7 +16,7 @@ Status infer_flatten(Ir& ir, int node, Dims& out) {
   return {};
 }
 
-void lower_flatten(Lowering& l, int node) {
+static void lower_flatten(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   const Dims& xd = value_of(l.ir, x).dims;
@@ -40,7 +38,7 @@ void lower_flatten(Lowering& l, int node) {
 }
 
 // The gradient of N, C*H*W (plain) is the gradient of N, C, H, W in plain NCHW: a view.
-void backward_flatten(Lowering& l, int node) {
+static void backward_flatten(Lowering& l, int node) {
   const Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   if (!l.wants_gradient(x)) return;
@@ -50,12 +48,7 @@ void backward_flatten(Lowering& l, int node) {
   l.add_gradient(x, dy, xd.size() == 2 ? plain_md(xd, Layout::nc) : plain_md(xd, Layout::nchw));
 }
 
-[[maybe_unused]] const bool registered = register_op({.kind = OpKind::flatten,
-                                                      .name = "flatten",
-                                                      .infer = infer_flatten,
-                                                      .lower = lower_flatten,
-                                                      .backward = backward_flatten});
-
-}  // namespace
+TFPIN_REGISTER_OP(flatten, .infer = infer_flatten, .lower = lower_flatten,
+                  .backward = backward_flatten);
 
 }  // namespace tfpin::engine::detail

@@ -4,9 +4,7 @@
 
 namespace tfpin::engine::detail {
 
-namespace {
-
-Status infer_inner_product(Ir& ir, int node, Dims& out) {
+static Status infer_inner_product(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 2, 3, "2 or 3 (input, weights[, bias])"));
   TFPIN_TRY(expect_rank(ir, node, 1, 2, "weights"));
   TFPIN_TRY(expect_constant(ir, node, 1, "weights"));
@@ -34,7 +32,7 @@ Status infer_inner_product(Ir& ir, int node, Dims& out) {
   return {};
 }
 
-void lower_inner_product(Lowering& l, int node) {
+static void lower_inner_product(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   const Dims& xd = value_of(l.ir, x).dims;
@@ -80,7 +78,7 @@ void lower_inner_product(Lowering& l, int node) {
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1]) * static_cast<double>(wd[1]);
 }
 
-void backward_inner_product(Lowering& l, int node) {
+static void backward_inner_product(Lowering& l, int node) {
   const Node& n = node_of(l.ir, node);
   const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
   const auto fwd = std::any_cast<dnnl::inner_product_forward::primitive_desc>(r.pd);
@@ -115,13 +113,7 @@ void backward_inner_product(Lowering& l, int node) {
                        has_bias ? pd.diff_bias_desc() : md_t());
 }
 
-[[maybe_unused]] const bool registered = register_op({.kind = OpKind::inner_product,
-                                                      .name = "inner_product",
-                                                      .infer = infer_inner_product,
-                                                      .lower = lower_inner_product,
-                                                      .backward = backward_inner_product,
-                                                      .has_parameters = true});
-
-}  // namespace
+TFPIN_REGISTER_OP(inner_product, .infer = infer_inner_product, .lower = lower_inner_product,
+                  .backward = backward_inner_product, .has_parameters = true);
 
 }  // namespace tfpin::engine::detail

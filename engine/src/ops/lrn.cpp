@@ -5,9 +5,7 @@
 
 namespace tfpin::engine::detail {
 
-namespace {
-
-Status infer_lrn(Ir& ir, int node, Dims& out) {
+static Status infer_lrn(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   TFPIN_TRY(expect_rank(ir, node, 0, 4, "input"));
   Node& n = node_of(ir, node);
@@ -26,7 +24,7 @@ Status infer_lrn(Ir& ir, int node, Dims& out) {
   return {};
 }
 
-void lower_lrn(Lowering& l, int node) {
+static void lower_lrn(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const auto& a = std::get<Lrn>(n.attrs);
   const int x = n.inputs[0];
@@ -44,9 +42,6 @@ void lower_lrn(Lowering& l, int node) {
   l.define(n.output, pd.dst_desc(), dst);
 }
 
-[[maybe_unused]] const bool registered =
-    register_op({.kind = OpKind::lrn, .name = "lrn", .infer = infer_lrn, .lower = lower_lrn});
-
-}  // namespace
+TFPIN_REGISTER_OP(lrn, .infer = infer_lrn, .lower = lower_lrn);
 
 }  // namespace tfpin::engine::detail

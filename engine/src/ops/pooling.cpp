@@ -6,9 +6,7 @@
 
 namespace tfpin::engine::detail {
 
-namespace {
-
-Status infer_pooling(Ir& ir, int node, Dims& out) {
+static Status infer_pooling(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   TFPIN_TRY(expect_rank(ir, node, 0, 4, "input"));
   Node& n = node_of(ir, node);
@@ -58,7 +56,7 @@ Status infer_pooling(Ir& ir, int node, Dims& out) {
 namespace {
 
 // The node's padding: the attribute's plus what ceil mode adds at the bottom/right.
-onednn::Window pooling_window(const Node& n) {
+static onednn::Window pooling_window(const Node& n) {
   const auto& a = std::get<Pool2D>(n.attrs);
   return {{a.stride[0], a.stride[1]},
           {0, 0},
@@ -68,7 +66,7 @@ onednn::Window pooling_window(const Node& n) {
 
 }  // namespace
 
-void lower_pooling(Lowering& l, int node) {
+static void lower_pooling(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const auto& a = std::get<Pool2D>(n.attrs);
   const int x = n.inputs[0];
@@ -99,7 +97,7 @@ void lower_pooling(Lowering& l, int node) {
   l.define(n.output, pd.dst_desc(), dst);
 }
 
-void backward_pooling(Lowering& l, int node) {
+static void backward_pooling(Lowering& l, int node) {
   const Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   if (!l.wants_gradient(x)) return;
@@ -132,17 +130,9 @@ void backward_pooling(Lowering& l, int node) {
   l.add_gradient(x, dx, pd.diff_src_desc());
 }
 
-[[maybe_unused]] const bool registered = register_op({.kind = OpKind::max_pool,
-                                                      .name = "max_pool",
-                                                      .infer = infer_pooling,
-                                                      .lower = lower_pooling,
-                                                      .backward = backward_pooling}) &&
-                                         register_op({.kind = OpKind::avg_pool,
-                                                      .name = "avg_pool",
-                                                      .infer = infer_pooling,
-                                                      .lower = lower_pooling,
-                                                      .backward = backward_pooling});
-
-}  // namespace
+TFPIN_REGISTER_OP(max_pool, .infer = infer_pooling, .lower = lower_pooling,
+                  .backward = backward_pooling);
+TFPIN_REGISTER_OP(avg_pool, .infer = infer_pooling, .lower = lower_pooling,
+                  .backward = backward_pooling);
 
 }  // namespace tfpin::engine::detail

@@ -24,9 +24,7 @@ int add_relu_backward(Lowering& l, const std::string& name, int y, const md_t& y
   return dx;
 }
 
-namespace {
-
-Status infer_relu(Ir& ir, int node, Dims& out) {
+static Status infer_relu(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   out = value_of(ir, node_of(ir, node).inputs[0]).dims;
   if (out.size() != 4 && out.size() != 2) {
@@ -36,7 +34,7 @@ Status infer_relu(Ir& ir, int node, Dims& out) {
   return {};
 }
 
-void lower_relu(Lowering& l, int node) {
+static void lower_relu(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
@@ -55,7 +53,7 @@ void lower_relu(Lowering& l, int node) {
   l.define(n.output, pd.dst_desc(), dst);
 }
 
-void backward_relu(Lowering& l, int node) {
+static void backward_relu(Lowering& l, int node) {
   const Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   if (!l.wants_gradient(x)) return;
@@ -65,12 +63,6 @@ void backward_relu(Lowering& l, int node) {
   l.add_gradient(x, add_relu_backward(l, n.name, l.value_buffer[out], y_md, dy), y_md);
 }
 
-[[maybe_unused]] const bool registered = register_op({.kind = OpKind::relu,
-                                                      .name = "relu",
-                                                      .infer = infer_relu,
-                                                      .lower = lower_relu,
-                                                      .backward = backward_relu});
-
-}  // namespace
+TFPIN_REGISTER_OP(relu, .infer = infer_relu, .lower = lower_relu, .backward = backward_relu);
 
 }  // namespace tfpin::engine::detail

@@ -3,16 +3,14 @@
 
 namespace tfpin::engine::detail {
 
-namespace {
-
-Status infer_softmax(Ir& ir, int node, Dims& out) {
+static Status infer_softmax(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   TFPIN_TRY(expect_rank(ir, node, 0, 2, "input"));
   out = value_of(ir, node_of(ir, node).inputs[0]).dims;
   return {};
 }
 
-void lower_softmax(Lowering& l, int node) {
+static void lower_softmax(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
@@ -29,9 +27,7 @@ void lower_softmax(Lowering& l, int node) {
   l.define(n.output, pd.dst_desc(), dst);
 }
 
-[[maybe_unused]] const bool registered = register_op(
-    {.kind = OpKind::softmax, .name = "softmax", .infer = infer_softmax, .lower = lower_softmax});
-
-}  // namespace
+// No backward: training differentiates the classifier's softmax together with its loss.
+TFPIN_REGISTER_OP(softmax, .infer = infer_softmax, .lower = lower_softmax);
 
 }  // namespace tfpin::engine::detail
