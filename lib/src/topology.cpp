@@ -55,25 +55,31 @@ unsigned local_numa_of(hwloc_topology_t topo, hwloc_obj_t core) {
   return fallback != nullptr ? fallback->os_index : 0;
 }
 
+// Linear in PUs: one pass over the cores, one over the PUs (a per-core search of its PUs is
+// quadratic, minutes on a synthetic 64x64x16 machine).
 Topology from_hwloc(hwloc_topology_t topo, std::string source) {
-  std::vector<Core> cores;
   hwloc_const_bitmap_t online = hwloc_topology_get_topology_cpuset(topo);
   const int core_count = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
   // Some machines (and VMs) report no cores; each PU is then its own core.
   const hwloc_obj_type_t unit = core_count > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
+  std::vector<Core> all_cores(static_cast<std::size_t>(hwloc_get_nbobjs_by_type(topo, unit)));
   for (hwloc_obj_t obj = hwloc_get_next_obj_by_type(topo, unit, nullptr); obj != nullptr;
        obj = hwloc_get_next_obj_by_type(topo, unit, obj)) {
-    Core core;
+    Core& core = all_cores.at(obj->logical_index);
     core.index = obj->logical_index;
     hwloc_obj_t package = hwloc_get_ancestor_obj_by_type(topo, HWLOC_OBJ_PACKAGE, obj);
     core.package = package != nullptr ? package->logical_index : 0;
     core.numa = local_numa_of(topo, obj);
-    for (hwloc_obj_t pu = hwloc_get_next_obj_inside_cpuset_by_type(topo, obj->cpuset, HWLOC_OBJ_PU,
-                                                                    nullptr);
-         pu != nullptr;
-         pu = hwloc_get_next_obj_inside_cpuset_by_type(topo, obj->cpuset, HWLOC_OBJ_PU, pu)) {
-      if (hwloc_bitmap_isset(online, pu->os_index)) core.pus.push_back(pu->os_index);
-    }
+  }
+  for (hwloc_obj_t pu = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, nullptr); pu != nullptr;
+       pu = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_PU, pu)) {
+    if (!hwloc_bitmap_isset(online, pu->os_index)) continue;
+    hwloc_obj_t owner = unit == HWLOC_OBJ_PU ? pu : hwloc_get_ancestor_obj_by_type(topo, unit, pu);
+    if (owner == nullptr) continue;  // a PU outside any core: not schedulable as one
+    all_cores.at(owner->logical_index).pus.push_back(pu->os_index);
+  }
+  std::vector<Core> cores;
+  for (Core& core : all_cores) {
     if (!core.pus.empty()) cores.push_back(std::move(core));
   }
   if (cores.empty()) fail(fmt::format("{}: the topology has no online processing units", source));
