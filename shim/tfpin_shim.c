@@ -8,8 +8,11 @@
 // (bad syntax, duplicates, len(cpus) != M*intra): the same, plus one line if TFPIN_REPORT is set.
 //
 // What it enforces (DESIGN.md "The shim"), and how:
-//  * CPU count: sysconf(_SC_NPROCESSORS_ONLN/CONF), get_nprocs(_conf) return N = len(TFPIN_CPUS);
+//  * CPU count: sysconf(_SC_NPROCESSORS_ONLN) and get_nprocs() return N = len(TFPIN_CPUS);
 //    sched_getaffinity / pthread_getaffinity_np on any thread of this process report the plan set.
+//    The "configured" count (_SC_NPROCESSORS_CONF, get_nprocs_conf) stays the machine's: programs
+//    size per-CPU arrays with it and index them with sched_getcpu(), so it bounds CPU ids, and is
+//    never below the highest plan CPU + 1.
 //  * OpenMP team sizes <= intra: omp_set_num_threads, GOMP_parallel* (num_threads argument; 0 =
 //    nthreads-var, checked with the runtime's own omp_get_max_threads), __kmpc_push_num_threads;
 //    BLAS setters MKL_Set_Num_Threads / mkl_set_num_threads(_) (by reference: MKL's lowercase
@@ -34,7 +37,8 @@
 //  * fork: the child's counters, lanes and core occupancy start over (pthread_atfork); exec: the
 //    plan travels in the environment and the new image's shim binds its initial thread to it.
 //
-// House rules: typed dlsym(RTLD_NEXT) pointers resolved once (pthread_once); hooks take no locks
+// House rules: typed dlsym(RTLD_NEXT) pointers resolved once (an atomic once of the shim's own:
+// pthread_once is intercepted by sanitizers that call sysconf before they are ready); hooks take no locks
 // of their own, never the loader lock after start (no dlsym/dladdr/dlopen), never malloc and never
 // use stdio; thread-local state uses the initial-exec TLS model (no
 // __tls_get_addr, async-signal-safe); anything unexpected degrades to plain forwarding. The
@@ -47,7 +51,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -60,6 +66,7 @@
 #include <string.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "elf_lookup.h"
@@ -106,6 +113,7 @@ static void mask_from_user(tf_mask* m, size_t size, const void* set) {
 // The plan (written once in init_once, read-only afterwards).
 static bool g_active;
 static unsigned g_ncpus, g_interop, g_intra;
+static unsigned g_max_cpu;  // the highest CPU id in the plan
 static uint16_t g_cpus[TFPIN_MAX_CPUS];  // lane order
 static tf_mask g_plan_mask;
 static char g_cpus_text[256];  // for the report (truncated)
@@ -147,8 +155,8 @@ static atomic_uchar g_lane_used[TFPIN_MAX_LANES];
 static atomic_uint g_lane_rr;
 
 static atomic_int g_ready;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void init_once(void);
+static void run_init_once(void);
 
 // true once the plan is parsed and the real functions resolved. false only for calls that
 // re-enter from inside init_once on the same thread (e.g. dlsym -> malloc -> a hook): those
@@ -156,7 +164,7 @@ static void init_once(void);
 static inline bool ready(void) {
   if (atomic_load_explicit(&g_ready, memory_order_acquire)) return true;
   if (tl_in_init) return false;
-  pthread_once(&g_once, init_once);
+  run_init_once();
   return atomic_load_explicit(&g_ready, memory_order_acquire) != 0;
 }
 static inline bool active(void) { return ready() && g_active; }
@@ -212,6 +220,43 @@ static int raw_getaffinity(pid_t tid, tf_mask* m) {
   return raw_syscall(SYS_sched_getaffinity, tid, (long)sizeof *m, (long)(uintptr_t)m) < 0 ? -1 : 0;
 }
 static pid_t raw_gettid(void) { return (pid_t)raw_syscall(SYS_gettid, 0, 0, 0); }
+static pid_t raw_getpid(void) { return (pid_t)raw_syscall(SYS_getpid, 0, 0, 0); }
+
+// The once behind ready(): compare-and-swap plus futex, calling nothing another library can
+// interpose (ThreadSanitizer's pthread_once needs TSan initialised, and TSan's own start-up calls
+// sysconf). A forked child that inherits "running" from a parent thread which does not exist in
+// it starts over.
+enum { INIT_NONE, INIT_RUNNING, INIT_DONE };
+static atomic_int g_init_state;
+static atomic_int g_init_pid;  // the process whose thread runs init_once
+static void run_init_once(void) {
+  // Called from a library's start-up before libc's own (ThreadSanitizer initialises in _dl_init,
+  // before libc sets environ): getenv sees nothing yet, so answer this call as if there were no
+  // shim and initialise on a later one.
+  if (environ == NULL) return;
+  for (;;) {
+    int state = atomic_load_explicit(&g_init_state, memory_order_acquire);
+    if (state == INIT_DONE) return;
+    if (state == INIT_NONE) {
+      if (!atomic_compare_exchange_strong(&g_init_state, &state, INIT_RUNNING)) continue;
+      atomic_store_explicit(&g_init_pid, (int)raw_getpid(), memory_order_relaxed);
+      init_once();
+      atomic_store_explicit(&g_init_state, INIT_DONE, memory_order_release);
+      raw_syscall(SYS_futex, (long)(uintptr_t)&g_init_state, FUTEX_WAKE_PRIVATE, INT_MAX);
+      return;
+    }
+    const int owner = atomic_load_explicit(&g_init_pid, memory_order_relaxed);
+    if (owner != 0 && owner != (int)raw_getpid()) {
+      int running = INIT_RUNNING;
+      atomic_compare_exchange_strong(&g_init_state, &running, INIT_NONE);
+      continue;
+    }
+    // Bounded wait: the pid is stored just after the swap, so a fork in between is seen later.
+    const struct timespec wait = {0, 1000000};
+    raw_syscall6(SYS_futex, (long)(uintptr_t)&g_init_state, FUTEX_WAIT_PRIVATE, INIT_RUNNING,
+                 (long)(uintptr_t)&wait, 0, 0);
+  }
+}
 // Is `pid` this process or one of its threads? tgkill with signal 0 only checks existence.
 static bool own_thread(pid_t pid) {
   if (pid == 0) return true;
@@ -253,6 +298,7 @@ static bool parse_uint(const char* s, unsigned max, unsigned* out) {
 // Returns NULL on success, else a short reason.
 static const char* parse_cpulist(const char* text) {
   g_ncpus = 0;
+  g_max_cpu = 0;
   memset(&g_plan_mask, 0, sizeof g_plan_mask);
   if (*text == '\0') return TFPIN_VAR_CPUS " is empty";
   const char* p = text;
@@ -282,6 +328,7 @@ static const char* parse_cpulist(const char* text) {
         return TFPIN_VAR_CPUS " lists more than " STR(TFPIN_MAX_CPUS) " cpus";
       mask_set(&g_plan_mask, cpu);
       g_cpus[g_ncpus++] = (uint16_t)cpu;
+      if (cpu > g_max_cpu) g_max_cpu = cpu;
       if (cpu == last) break;
     }
     if (*p == '\0') break;
@@ -563,11 +610,17 @@ EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (
 
 // ---------------------------------------------------------------------------------------------
 // CPU count.
+// The configured count bounds CPU ids: the machine's, and at least the highest plan CPU + 1.
+static long configured_cpus(long real) {
+  return real > (long)g_max_cpu ? real : (long)g_max_cpu + 1;
+}
+
 EXPORT long sysconf(int name) {
-  if ((name == _SC_NPROCESSORS_ONLN || name == _SC_NPROCESSORS_CONF) && active())
-    return (long)g_ncpus;
-  if (UNLIKELY(!ready()) || real_sysconf == NULL) return __sysconf(name);
-  return real_sysconf(name);
+  if (name == _SC_NPROCESSORS_ONLN && active()) return (long)g_ncpus;
+  const long real =
+      UNLIKELY(!ready()) || real_sysconf == NULL ? __sysconf(name) : real_sysconf(name);
+  if (name == _SC_NPROCESSORS_CONF && active()) return configured_cpus(real);
+  return real;
 }
 
 EXPORT int get_nprocs(void) {
@@ -577,10 +630,10 @@ EXPORT int get_nprocs(void) {
 }
 
 EXPORT int get_nprocs_conf(void) {
-  if (active()) return (int)g_ncpus;
-  if (UNLIKELY(!ready()) || real_get_nprocs_conf == NULL)
-    return (int)__sysconf(_SC_NPROCESSORS_CONF);
-  return real_get_nprocs_conf();
+  const int real = UNLIKELY(!ready()) || real_get_nprocs_conf == NULL
+                       ? (int)__sysconf(_SC_NPROCESSORS_CONF)
+                       : real_get_nprocs_conf();
+  return active() ? (int)configured_cpus(real) : real;
 }
 
 // Overwrites a successful query's result with the plan set (bits that fit in `size`).

@@ -74,6 +74,20 @@ int mode_counts() {
   return 0;
 }
 
+// A program that sizes a per-CPU array with the configured CPU count and indexes it with the CPU
+// it runs on (as allocators and per-CPU statistics do); .at() makes an out-of-range index abort.
+int mode_percpu() {
+  const long configured = sysconf(_SC_NPROCESSORS_CONF);
+  std::vector<long> per_cpu(static_cast<std::size_t>(configured > 0 ? configured : 0));
+  int cpu = -1;
+  for (int i = 0; i < 1000; ++i) {
+    cpu = sched_getcpu();
+    ++per_cpu.at(static_cast<std::size_t>(cpu));
+  }
+  std::printf("{\"configured\":%ld,\"cpu\":%d}\n", configured, cpu);
+  return 0;
+}
+
 struct Member {
   int num;
   std::vector<int> allowed;
@@ -476,6 +490,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   auto arg = [&](int i, int dflt) { return argc > i ? std::atoi(argv[i]) : dflt; };
   if (mode == "counts") return mode_counts();
+  if (mode == "percpu") return mode_percpu();
   if (mode == "omp") return mode_omp(arg(2, 0), arg(3, 1));
   if (mode == "pool") return mode_pool();
   if (mode == "constructs") return mode_constructs(arg(2, 64));

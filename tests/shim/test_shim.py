@@ -173,10 +173,15 @@ class Build(unittest.TestCase):
 
 class CpuCount(unittest.TestCase):
     def check_counts(self, c, n, cpus):
-        for key in ("sysconf_onln", "sysconf_conf", "get_nprocs", "get_nprocs_conf",
+        for key in ("sysconf_onln", "get_nprocs",
                     "sched_getaffinity", "sched_getaffinity_tid", "pthread_getaffinity",
                     "hardware_concurrency", "omp_get_num_procs"):
             self.assertEqual(c[key], n, key)
+        # "Configured" CPUs bound CPU ids: the machine's count, whatever the plan.
+        real = probe("counts")
+        for key in ("sysconf_conf", "get_nprocs_conf"):
+            self.assertEqual(c[key], real[key], key)
+            self.assertGreater(c[key], max(cpus), key)
         self.assertEqual(c["sched_getaffinity_rc"], 0)
         self.assertEqual(c["pthread_getaffinity_rc"], 0)
         self.assertEqual(c["sched_getaffinity_cpus"], cpus)
@@ -197,11 +202,29 @@ class CpuCount(unittest.TestCase):
             out = run([PYTHON, "-c", code], plan_env=plan(cpus, 1, n)).stdout.split()
             self.assertEqual(out, [str(n), str(n)])
 
+    def test_per_cpu_array_indexed_by_sched_getcpu(self):
+        # Sized by _SC_NPROCESSORS_CONF, indexed by the CPU it runs on: with CONF = the plan's
+        # count (1) and the plan on CPU B (> 0), .at() aborts.
+        r = probe("percpu", plan_env=plan(f"{B}", 1, 1))
+        self.assertEqual(r["cpu"], B)
+        self.assertGreater(r["configured"], B)
+
     def test_other_process_is_not_rewritten(self):
         # Asking about another process (our parent: this test) reports its real mask.
         code = ("import os; print(len(os.sched_getaffinity(os.getppid())))")
         out = run([PYTHON, "-c", code], plan_env=plan(f"{B}", 1, 1)).stdout.split()
         self.assertEqual(out, [str(len(CPUS))])
+
+
+class Sanitizers(unittest.TestCase):
+    def test_thread_sanitizer_program_runs(self):
+        exe = os.environ.get("SHIM_PROBE_TSAN")
+        if not exe:
+            self.skipTest("this compiler cannot build ThreadSanitizer programs")
+        # No plan (the shim only forwards), then a one-CPU plan (the shim answers).
+        for plan_env, online in ((None, os.cpu_count()), (plan(f"{A}", 1, 1), 1)):
+            r = last_json(run([exe], plan_env=plan_env).stdout)
+            self.assertEqual(r, {"threads": 4, "online": online})
 
 
 class OpenMP(unittest.TestCase):
