@@ -23,6 +23,7 @@
 #include "tfpin/engine/version.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/options.hpp"
+#include "tfpin/report.hpp"
 #include "threads.hpp"
 
 namespace tfpin::cli {
@@ -429,7 +430,7 @@ int BenchCommand::operator()() const {
   if (!forward_only) outcome.finite = outcome.finite && std::isfinite(outcome.loss);
 
   if (json) {
-    fmt::print("{}\n", json_report(*this, settings, cpus_allowed, report, outcome).dump());
+    fmt::print("{}\n", json_text(json_report(*this, settings, cpus_allowed, report, outcome)));
   } else {
     print_text_report(forward_only, report, outcome);
   }

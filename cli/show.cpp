@@ -14,7 +14,8 @@ int ShowCommand::operator()() const {
   if (!dry_run) allowed = current_affinity();
   const ComputedPlan computed = compute(plan, Topology::load(topology), std::move(allowed));
   if (json) {
-    std::cout << plan_to_json(computed.topology, computed.plan, computed.environment).dump(2) << '\n';
+    std::cout << json_text(plan_to_json(computed.topology, computed.plan, computed.environment), 2)
+              << '\n';
   } else {
     std::cout << describe_plan(computed.topology, computed.plan, computed.environment);
   }

@@ -26,6 +26,7 @@
 #include "tfpin/cpulist.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/options.hpp"
+#include "tfpin/report.hpp"
 
 namespace tfpin::cli {
 
@@ -303,7 +304,7 @@ void print_dry_run(const TuneCommand& tune, const TuneSweep& sweep, const Topolo
       j["commands"].push_back(
           fmt::format("{}", fmt::join(child_command(exe, tune, c, sweep.batches.front()), " ")));
     }
-    std::cout << j.dump(2) << '\n';
+    std::cout << json_text(j, 2) << '\n';
     return;
   }
   fmt::print(
@@ -351,7 +352,7 @@ void run_sweep(const TuneCommand& tune, TuneSweep& sweep, const std::string& exe
 
 void print_report(const TuneCommand& tune, const TuneSweep& sweep) {
   if (tune.json) {
-    std::cout << tune_json(sweep).dump(2) << '\n';
+    std::cout << json_text(tune_json(sweep), 2) << '\n';
     return;
   }
   fmt::print(

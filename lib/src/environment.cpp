@@ -210,7 +210,7 @@ std::optional<Plan> decode_plan(const EnvGetter& get) {
   plan.threads = plan.interop * plan.intra;
   if (cpus.size() != plan.threads) {
     throw Error(ErrorKind::invalid_request,
-                fmt::format("{}={} lists {} cpus but {}={} x {}={} needs {}", env_cpus, *cpus_text,
+                fmt::format("{}={} lists {} cpus but {}={} x {}={} needs {}", env_cpus, shown_value(*cpus_text),
                             cpus.size(), env_interop, plan.interop, env_intra, plan.intra,
                             plan.threads));
   }

@@ -22,15 +22,15 @@ unsigned parse_bounded(std::string_view option, std::string_view text, unsigned 
   const bool digits_only = std::isdigit(static_cast<unsigned char>(text.front())) != 0;
   if (!digits_only || ptr != end || (ec != std::errc{} && ec != std::errc::result_out_of_range)) {
     throw Error(ErrorKind::invalid_request,
-                fmt::format("{}={} is not a whole number: {}", option, text, range));
+                fmt::format("{}={} is not a whole number: {}", option, shown_value(text), range));
   }
   if (ec == std::errc::result_out_of_range || value > max) {
     throw Error(ErrorKind::invalid_request,
-                fmt::format("{}={} is too large: {}", option, text, range));
+                fmt::format("{}={} is too large: {}", option, shown_value(text), range));
   }
   if (value < min) {
     throw Error(ErrorKind::invalid_request,
-                fmt::format("{}={} is too small: {}", option, text, range));
+                fmt::format("{}={} is too small: {}", option, shown_value(text), range));
   }
   return static_cast<unsigned>(value);
 }

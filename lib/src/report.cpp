@@ -9,6 +9,10 @@
 
 namespace tfpin {
 
+std::string json_text(const nlohmann::json& value, int indent) {
+  return value.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 nlohmann::json plan_to_json(const Topology& topology, const Plan& plan,
                             const std::vector<EnvVar>& environment) {
   nlohmann::json lanes = nlohmann::json::array();

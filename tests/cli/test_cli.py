@@ -222,6 +222,31 @@ class BadArguments(unittest.TestCase):
         self.assertIn("'not a machine'", proc.stderr)
 
 
+class HostileValues(unittest.TestCase):
+    def test_json_with_a_file_name_that_is_not_utf8(self):
+        import shutil
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            name = os.path.join(tmp, os.fsdecode(b"skylake-\xff.xml"))  # raw byte 0xff on the command line
+            shutil.copy(os.path.join(FIXTURES, "skylake-2x20.xml"), name)
+            proc = tfpin("show", "--json", "--topology", name, "--threads", "2")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertIn("\ufffd", json.loads(proc.stdout)["topology"]["source"])
+
+    def test_huge_list_is_refused_in_a_short_line(self):
+        huge = "0-4095," * 14000  # 98 KB
+        proc = tfpin("show", "--cpuset", huge)
+        self.assertEqual(proc.returncode, 2, proc.stderr[:300])
+        self.assertLess(len(proc.stderr), 400, proc.stderr[:400])
+        self.assertIn("(98000 bytes)", proc.stderr)
+
+    def test_control_characters_are_escaped(self):
+        proc = tfpin("show", "--threads", "2\ntfpin: forged")
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(len(proc.stderr.strip().splitlines()), 1, proc.stderr)
+        self.assertIn("2\\ntfpin: forged", proc.stderr)
+
+
 if __name__ == "__main__":
     result = unittest.main(verbosity=2, exit=False).result
     sys.exit(0 if result.wasSuccessful() else 1)

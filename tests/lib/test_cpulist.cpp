@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "tfpin/cpulist.hpp"
 #include "tfpin/error.hpp"
 
@@ -48,5 +50,24 @@ TEST(Cpulist, RejectsIndicesTheShimCannotTake) {
   } catch (const tfpin::Error& e) {
     EXPECT_STREQ(e.what(), "--cpuset=4094-4097: CPU 4097 is outside the CPU ids tfpin's shim can "
                            "pin to (valid: 0..4095)");
+  }
+}
+
+TEST(ShownValue, EscapesControlBytesAndTruncates) {
+  EXPECT_EQ(tfpin::shown_value("0-3"), "0-3");
+  EXPECT_EQ(tfpin::shown_value("2\ntfpin: forged"), "2\\ntfpin: forged");
+  EXPECT_EQ(tfpin::shown_value("a\xff\x1b[0m\\"), "a\\xff\\x1b[0m\\x5c");
+  EXPECT_EQ(tfpin::shown_value(std::string(200, '7'), 4), "7777...(200 bytes)");
+}
+
+TEST(Cpulist, HugeListIsRefusedWithAShortMessage) {
+  std::string huge;
+  for (int i = 0; i < 14000; ++i) huge += "0-4095,";
+  try {
+    parse_cpulist(huge, "--cpuset");
+    FAIL() << "accepted";
+  } catch (const tfpin::Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 300U) << e.what();
+    EXPECT_NE(std::string(e.what()).find("listed twice"), std::string::npos) << e.what();
   }
 }

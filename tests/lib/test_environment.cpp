@@ -194,6 +194,22 @@ TEST(PlanCodec, LimitsAreTheShims) {
   }
 }
 
+// A hostile hand-over (98 KB of CPU lists, a huge lane count) is refused in one short message.
+TEST(PlanCodec, HugeValuesAreRefusedBriefly) {
+  std::string huge;
+  for (int i = 0; i < 14000; ++i) huge += "0-4095,";
+  for (const Env& env : {Env{{"TFPIN_CPUS", huge}, {"TFPIN_INTEROP", "1"}, {"TFPIN_INTRA", "1"}},
+                         Env{{"TFPIN_CPUS", "0"}, {"TFPIN_INTEROP", std::string(5000, '9')},
+                             {"TFPIN_INTRA", "1"}}}) {
+    try {
+      tfpin::decode_plan(getter(env));
+      FAIL() << "accepted";
+    } catch (const tfpin::Error& e) {
+      EXPECT_LT(std::string(e.what()).size(), 300U) << e.what();
+    }
+  }
+}
+
 // What an older tfpin handed over (TFPIN_LANE_NUMA) goes away with the rest, and is not read.
 TEST(PlanCodec, StaleLaneNumaIsWithdrawnAndIgnored) {
   Env env = {{"TFPIN_CPUS", "0,1"},           {"TFPIN_INTEROP", "2"},

@@ -2,8 +2,10 @@
 // the message is always complete enough to show to a user as is.
 #pragma once
 
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tfpin {
 
@@ -21,5 +23,10 @@ class Error : public std::runtime_error {
  private:
   ErrorKind kind_;
 };
+
+// A user's value as a message shows it: control and non-ASCII bytes escaped (\n, \xff), so that a
+// value cannot forge a line of a log, and at most `max_bytes` of it, so that a 100 KB list does
+// not flood one ("...(98001 bytes)").
+std::string shown_value(std::string_view value, std::size_t max_bytes = 96);
 
 }  // namespace tfpin

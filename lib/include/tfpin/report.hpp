@@ -15,6 +15,10 @@ namespace tfpin {
 nlohmann::json plan_to_json(const Topology& topology, const Plan& plan,
                             const std::vector<EnvVar>& environment);
 
+// JSON text that never throws on a user's bytes (a file name that is not UTF-8): invalid bytes
+// become U+FFFD.
+std::string json_text(const nlohmann::json& value, int indent = -1);
+
 std::string describe_topology(const Topology& topology);
 std::string describe_plan(const Topology& topology, const Plan& plan,
                           const std::vector<EnvVar>& environment);
