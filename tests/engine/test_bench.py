@@ -178,7 +178,8 @@ class DefaultsWrittenOnce(unittest.TestCase):
     @staticmethod
     def help_defaults(command):
         out = subprocess.run([TFPIN, command, "--help"], capture_output=True, text=True, timeout=30).stdout
-        return dict(re.findall(r"^\s+(--[a-z_-]+) [^=\s]+=(\S+)", out, re.M))
+        # CLI11 2.1 prints "--batch_size B=32", later versions "--batch_size B [32]".
+        return dict(re.findall(r"^\s+(--[a-z_-]+) [^=\s\[]+(?:=| \[)([^\s\]]+)", out, re.M))
 
     @classmethod
     def man_entries(cls, command):
