@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "contexts.hpp"
+#include "log.hpp"
 #include "tfpin/binding.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/report.hpp"
@@ -56,27 +57,16 @@ std::string task_label(spank_t spank) {
 
 }  // namespace
 
-void report_error(const std::string& message) {
-  // slurm_error reaches the user in sbatch/srun and in a task; the format is fixed so no user text
-  // is ever interpreted as one.
-  slurm_error("tfpin: %s", message.c_str());
-}
-
-void report_warning(const std::string& message) {
-  // slurm_info only reaches the log: the task's user sees the warning through its stderr.
-  slurm_info("tfpin: warning: %s", message.c_str());
-  if (spank_context() == S_CTX_REMOTE) std::fprintf(stderr, "tfpin: warning: %s\n", message.c_str());
-}
-
 int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
   const EnvAccess env = task_environment(spank);
   const std::string label = task_label(spank);
   // The task fails; in a task slurm_error reaches both the slurmd log and the task's stderr.
   auto fail = [&label](const std::string& message) {
-    slurm_error("tfpin: %s: %s", label.c_str(), message.c_str());
+    report_error(label + ": " + message);
     return -1;
   };
 
+  if (options.refused) return fail(*options.refused);
   try {
     apply_environment(options, env.get);
     check_options(options, site);

@@ -1,5 +1,6 @@
 // Allocator (sbatch, salloc) and local (srun) contexts.
 #include "contexts.hpp"
+#include "log.hpp"
 #include "tfpin/error.hpp"
 
 namespace tfpin::plugin {

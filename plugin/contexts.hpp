@@ -14,11 +14,8 @@ namespace tfpin::plugin {
 int check_at_submit(const SiteConfig& site, JobOptions options);
 
 // slurmstepd, in the forked task just before exec: plan, bind, export, preload the shim.
-// Returns 0, or -1 (the task fails) after printing why on the task's stderr.
+// Returns 0, or -1 (the task fails, also for options.refused) after printing why on the task's
+// stderr.
 int setup_task(spank_t spank, const SiteConfig& site, JobOptions options);
-
-// One line to the user (stderr of the command or task) and the Slurm log, prefixed "tfpin: ".
-void report_error(const std::string& message);
-void report_warning(const std::string& message);
 
 }  // namespace tfpin::plugin

@@ -23,6 +23,9 @@ struct JobOptions {
   bool verbose = false;
   bool off = false;
   bool hyperthreads = false;
+  // The first value slurmstepd passed that apply_option refused: Slurm only logs a failed remote
+  // option callback and runs the job anyway, so the task is failed with this message instead.
+  std::optional<std::string> refused;
 
   // Any option that asks for tfpin (on-request activation).
   [[nodiscard]] bool requested() const { return threads || interop || verbose || hyperthreads; }

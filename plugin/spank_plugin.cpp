@@ -3,11 +3,14 @@
 #include "spank.hpp"
 
 #include <exception>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "contexts.hpp"
 #include "job_options.hpp"
+#include "log.hpp"
 #include "site_config.hpp"
 #include "tfpin/error.hpp"
 
@@ -25,22 +28,49 @@ namespace {
 
 using tfpin::plugin::JobOptions;
 using tfpin::plugin::OptionId;
+using tfpin::plugin::report_error;
 using tfpin::plugin::SiteConfig;
 
 // One process runs one job's hooks: plain globals are the SPANK way (pyxis does the same).
-SiteConfig site;
+// No site config: plugstack.conf is bad and tfpin is inactive (init said so once).
+std::optional<SiteConfig> site;
 JobOptions job;
 
-int on_option(int val, const char* optarg, int /*remote*/) noexcept {
+void report_failure(const char* hook, const char* what) noexcept {
   try {
-    tfpin::plugin::apply_option(job, static_cast<OptionId>(val), optarg);
-    return 0;
+    report_error(std::string(hook) + ": " + what);
+  } catch (...) {  // out of memory: nothing left to log with
+  }
+}
+
+template <typename Body>
+int guarded(const char* hook, Body body) noexcept {
+  try {
+    return body();
   } catch (const std::exception& e) {
-    tfpin::plugin::report_error(e.what());
+    report_failure(hook, e.what());
   } catch (...) {
-    tfpin::plugin::report_error("unexpected failure while reading an option");
+    report_failure(hook, "unexpected failure");
   }
   return -1;
+}
+
+int on_option(int val, const char* optarg, int remote) noexcept {
+  return guarded("option", [&] {
+    if (!site) return 0;  // inactive: accepted and ignored
+    try {
+      tfpin::plugin::apply_option(job, static_cast<OptionId>(val), optarg);
+    } catch (const tfpin::Error& e) {
+      if (remote == 0) {
+        report_error(e.what());
+        return -1;
+      }
+      // slurmstepd would only log a failure (echoing the raw value) and run the job with another
+      // plan: task_init fails the task with this message instead.
+      if (!job.refused) job.refused = e.what();
+    }
+    return 0;
+  });
 }
 
 // spank_option wants mutable strings; these are never written.
@@ -68,18 +98,6 @@ bool user_context(spank_context_t context) {
   return context == S_CTX_LOCAL || context == S_CTX_REMOTE || context == S_CTX_ALLOCATOR;
 }
 
-template <typename Body>
-int guarded(const char* hook, Body body) noexcept {
-  try {
-    return body();
-  } catch (const std::exception& e) {
-    slurm_error("tfpin: %s: %s", hook, e.what());
-  } catch (...) {
-    slurm_error("tfpin: %s: unexpected failure", hook);
-  }
-  return -1;
-}
-
 }  // namespace
 
 extern "C" {
@@ -89,19 +107,23 @@ int slurm_spank_init(spank_t spank, int argc, char** argv) {
     const spank_context_t context = spank_context();
     if (!user_context(context)) return 0;
     job = JobOptions{};
+    site.reset();
+    // Registered even when the config is bad: with "optional" in plugstack.conf the jobs then run
+    // without tfpin, and sbatch must not refuse their --tf-* lines as unknown options.
+    static std::vector<spank_option> table = options();
+    for (spank_option& option : table) {
+      if (spank_option_register(spank, &option) != ESPANK_SUCCESS) {
+        report_error(std::string("could not register option --") + option.name);
+        return -1;
+      }
+    }
     std::vector<std::string_view> args(argv, argv + argc);
     try {
       site = tfpin::plugin::parse_site_config(args);
     } catch (const tfpin::Error& e) {
-      slurm_error("tfpin: %s", e.what());
+      // Failing init is what makes "required" refuse jobs; "optional" ignores it.
+      report_error(std::string(e.what()) + "; tfpin is inactive until this is fixed");
       return -1;
-    }
-    static std::vector<spank_option> table = options();
-    for (spank_option& option : table) {
-      if (spank_option_register(spank, &option) != ESPANK_SUCCESS) {
-        slurm_error("tfpin: could not register option --%s", option.name);
-        return -1;
-      }
     }
     return 0;
   });
@@ -110,8 +132,8 @@ int slurm_spank_init(spank_t spank, int argc, char** argv) {
 int slurm_spank_init_post_opt(spank_t /*spank*/, int /*argc*/, char** /*argv*/) {
   return guarded("init_post_opt", [] {
     const spank_context_t context = spank_context();
-    if (context == S_CTX_LOCAL || context == S_CTX_ALLOCATOR) {
-      return tfpin::plugin::check_at_submit(site, job);
+    if (site && (context == S_CTX_LOCAL || context == S_CTX_ALLOCATOR)) {
+      return tfpin::plugin::check_at_submit(*site, job);
     }
     return 0;
   });
@@ -119,8 +141,8 @@ int slurm_spank_init_post_opt(spank_t /*spank*/, int /*argc*/, char** /*argv*/) 
 
 int slurm_spank_task_init(spank_t spank, int /*argc*/, char** /*argv*/) {
   return guarded("task_init", [&] {
-    if (spank_context() != S_CTX_REMOTE) return 0;
-    return tfpin::plugin::setup_task(spank, site, job);
+    if (!site || spank_context() != S_CTX_REMOTE) return 0;
+    return tfpin::plugin::setup_task(spank, *site, job);
   });
 }
 

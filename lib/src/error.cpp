@@ -13,7 +13,7 @@ std::string shown_value(std::string_view value, std::size_t max_bytes) {
       out += "\\n";
     } else if (c == '\t') {
       out += "\\t";
-    } else if (c < 0x20 || c >= 0x7f || c == '\\') {
+    } else if (c < 0x20 || c >= 0x7f) {
       out += fmt::format("\\x{:02x}", c);
     } else {
       out += static_cast<char>(c);

@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "fake_spank.hpp"
+#include "log.hpp"
 #include "site_config.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/topology.hpp"
@@ -23,9 +24,11 @@ int init(std::vector<std::string> args) {
   return slurm_spank_init(fake_spank::handle(), static_cast<int>(argv.size()), argv.data());
 }
 
+// As Slurm calls it: remote in slurmstepd, from the options the step was given.
 int option(const char* name, const char* value) {
+  const int remote = fake_spank::state().context == S_CTX_REMOTE ? 1 : 0;
   for (const spank_option& opt : fake_spank::state().options) {
-    if (std::string(opt.name) == name) return opt.cb(opt.val, value, 0);
+    if (std::string(opt.name) == name) return opt.cb(opt.val, value, remote);
   }
   ADD_FAILURE() << "option " << name << " not registered";
   return -2;
@@ -124,6 +127,84 @@ TEST(Hooks, BadSiteConfigFailsInitWithOneLogLine) {
   EXPECT_EQ(init({"bogus=1"}), -1);
   ASSERT_EQ(fake_spank::state().log.size(), 1U);
   EXPECT_TRUE(fake_spank::logged("error: tfpin: plugstack.conf: unknown key 'bogus'"));
+  EXPECT_TRUE(fake_spank::logged("; tfpin is inactive until this is fixed"));
+}
+
+// With "optional" Slurm ignores the failed init: the options must still exist (or sbatch refuses
+// --tf-threads as unknown) and do nothing, with no line beyond init's.
+TEST(Hooks, BadSiteConfigLeavesOptionsRegisteredAndInert) {
+  for (auto context : {S_CTX_ALLOCATOR, S_CTX_LOCAL, S_CTX_REMOTE}) {
+    AffinityGuard guard;
+    fake_spank::reset(context);
+    EXPECT_EQ(init({"interop=0"}), -1);
+    EXPECT_EQ(fake_spank::state().options.size(), 5U);
+    EXPECT_EQ(option("tf-threads", "2"), 0);
+    EXPECT_EQ(option("tf-interop", "abc"), 0);
+    EXPECT_EQ(slurm_spank_init_post_opt(fake_spank::handle(), 0, nullptr), 0);
+    fake_spank::state().task_env = {{"PATH", "/bin"}};
+    EXPECT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+    EXPECT_EQ(fake_spank::state().task_env.size(), 1U);
+    ASSERT_EQ(fake_spank::state().log.size(), 1U);
+    EXPECT_TRUE(fake_spank::logged("interop=0 is too small"));
+  }
+}
+
+TEST(LogSafe, EscapesControlAndNonAsciiBytes) {
+  using tfpin::plugin::log_safe;
+  EXPECT_EQ(log_safe("--tf-threads=3 (valid: 2, 4)"), "--tf-threads=3 (valid: 2, 4)");
+  EXPECT_EQ(log_safe("2\ntfpin: forged"), "2\\ntfpin: forged");
+  using namespace std::string_view_literals;
+  EXPECT_EQ(log_safe("a\tb\r\x1b[0m\x7f\xff\0z"sv), "a\\tb\\x0d\\x1b[0m\\x7f\\xff\\x00z");
+  // Already escaped text (the library's values) is left as it is.
+  EXPECT_EQ(log_safe("2\\ntfpin: forged \\x5c"), "2\\ntfpin: forged \\x5c");
+}
+
+// A value typed with a newline must not start a second line in slurmd's (root's) log.
+TEST(Hooks, ForgedOptionValueStaysOnOneLine) {
+  auto one_line = [](const std::string& shown) {
+    const auto& log = fake_spank::state().log;
+    ASSERT_EQ(log.size(), 1U);
+    EXPECT_EQ(log[0].find('\n'), std::string::npos) << log[0];
+    EXPECT_NE(log[0].find(shown), std::string::npos) << log[0];
+  };
+  fake_spank::reset(S_CTX_ALLOCATOR);
+  ASSERT_EQ(init({}), 0);
+  EXPECT_EQ(option("tf-threads", "2\ntfpin: forged"), -1);
+  one_line("--tf-threads=2\\ntfpin: forged");
+
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(init({}), 0);
+  EXPECT_EQ(option("tf-threads", "2\ntfpin: forged"), 0);
+  EXPECT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), -1);
+  one_line("--tf-threads=2\\ntfpin: forged");
+
+  // The plugin's own messages too (a site value, quoted by the plugin rather than the library).
+  fake_spank::reset(S_CTX_REMOTE);
+  EXPECT_EQ(init({"activation=always\ntfpin: forged"}), -1);
+  one_line("activation=always\\ntfpin: forged is not valid");
+}
+
+// slurmstepd only logs a failed remote option callback and runs the job; a bad value carried to
+// the step (_SLURM_SPANK_OPTION_tfpin_tf_threads=abc) must fail its tasks instead.
+TEST(Hooks, BadValueGivenToTheStepFailsEveryTask) {
+  AffinityGuard guard;
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(init({"shim=no"}), 0);
+  EXPECT_EQ(option("tf-threads", "abc"), 0);  // Slurm would echo the raw value on failure
+  EXPECT_EQ(option("tf-interop", "2"), 0);
+  EXPECT_TRUE(fake_spank::state().log.empty());
+  EXPECT_EQ(slurm_spank_init_post_opt(fake_spank::handle(), 0, nullptr), 0);
+  for (uint32_t task : {0U, 1U}) {
+    fake_spank::state().task_id = task;
+    EXPECT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), -1);
+  }
+  const auto& log = fake_spank::state().log;
+  ASSERT_EQ(log.size(), 2U);
+  EXPECT_EQ(log[0],
+            "error: tfpin: job 42 step 0 task 0: --tf-threads=abc is not a whole number: expected "
+            "a whole number from 1 to 65536");
+  EXPECT_TRUE(fake_spank::logged("task 1: --tf-threads=abc is not a whole number"));
+  EXPECT_FALSE(fake_spank::state().task_env.contains("TFPIN_CPUS"));
 }
 
 TEST(Hooks, RegistersOptionsInUserContextsOnly) {

@@ -44,8 +44,8 @@ def probes(text):
     return found
 
 
-def plugstack(*keys):
-    line = f"required {PLUGIN}"
+def plugstack(*keys, kind="required"):
+    line = f"{kind} {PLUGIN}"
     if SHIM:
         keys = (f"shim_path={SHIM}",) + keys
     return [" ".join((line,) + keys)]
@@ -152,6 +152,27 @@ class OnRequest(ClusterTest):
         self.assertIsNone(jobid)
         self.assertIn("--tf-threads=3 is not a multiple of --tf-interop=2", r.stderr)
         self.assertEqual(job_count(self.cluster), before, "a refused job was queued")
+
+    def test_bad_value_carried_to_the_batch_step_fails_it(self):
+        # Slurm hands the step its options as _SLURM_SPANK_OPTION_* variables; one the user set
+        # by hand is never seen by sbatch. slurmstepd only logs a refused value (echoing it raw)
+        # and would run the job with another plan: the plugin fails the task instead.
+        for value, shown in (("abc", "abc"), ("2\ntfpin: forged", "2\\ntfpin: forged")):
+            with self.subTest(value=value):
+                jobid, r = self.cluster.sbatch(
+                    f"#!/bin/sh\n{PROBE}\n", ["-c", "2", "--tf-interop=2"],
+                    env_extra={"_SLURM_SPANK_OPTION_tfpin_tf_threads": value})
+                self.assertIsNotNone(jobid, f"sbatch refused: {r.stderr}")
+                state = self.cluster.wait_job(jobid)
+                out = self.cluster.job_stdout(jobid)
+                self.assertEqual(state, "FAILED", out)
+                self.assertEqual(probes(out), [], "the batch script ran")
+                message = f"--tf-threads={shown} is not a whole number: expected a whole number"
+                self.assertIn(f"tfpin: job {jobid} step batch task 0: {message}", out)
+                log = self.cluster.slurmd_log()
+                self.assertEqual(log.count(message), 1, log)
+                self.assertNotIn("failed to process option", log)
+                self.assertFalse(re.search(r"^tfpin: forged", log, re.MULTILINE), log)
 
     def test_steps_without_tfpin_inside_a_tfpind_batch_job_get_no_plan(self):
         state, out = self.run_batch(
@@ -277,6 +298,29 @@ class BadSiteConfig(unittest.TestCase):
             self.assertEqual(set(cluster.node_states().values()), {"idle"})
             log = cluster.slurmctld_log() + cluster.slurmd_log("n1")
             self.assertNotIn("Segmentation", log)
+
+
+@unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
+class OptionalWithBadSiteConfig(unittest.TestCase):
+    def test_jobs_run_without_tfpin_with_one_warning(self):
+        lines = plugstack("bogus=1", kind="optional")
+        with LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=lines) as cluster:
+            warning = "plugstack.conf: unknown key 'bogus'"
+            jobid, r = cluster.sbatch(f"#!/bin/sh\n{PROBE}\n", ["-c", "2", "--tf-threads=2"])
+            self.assertIsNotNone(jobid, f"sbatch refused: {r.stderr}")
+            self.assertEqual(r.stderr.count("tfpin:"), 1, r.stderr)
+            self.assertIn(warning, r.stderr)
+            self.assertIn("tfpin is inactive until this is fixed", r.stderr)
+            self.assertEqual(cluster.wait_job(jobid), "COMPLETED")
+            task = probes(cluster.job_stdout(jobid))[0]
+            self.assertEqual(task["TFPIN_CPUS"], "unset")
+            self.assertEqual(task["OMP_NUM_THREADS"], "unset")
+            # The batch step's slurmstepd says it once, in slurmd's log.
+            self.assertEqual(cluster.slurmd_log().count(warning), 1)
+            r = cluster.srun(["-c", "2", "--tf-threads=2", "sh", "-c", PROBE])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stderr.count("tfpin:"), 1, r.stderr)
+            self.assertEqual(probes(r.stdout)[0]["TFPIN_CPUS"], "unset")
 
 
 @unittest.skipIf(missing_binaries() or not (SHIM and SHIM_PROBE), "needs Slurm, the shim and its probe")

@@ -24,9 +24,9 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
-// A user's value as a message shows it: control and non-ASCII bytes escaped (\n, \xff), so that a
-// value cannot forge a line of a log, and at most `max_bytes` of it, so that a 100 KB list does
-// not flood one ("...(98001 bytes)").
+// A user's value as a message shows it: control and non-ASCII bytes escaped (\n, \t, \xff), so
+// that a value cannot forge a line of a log, and at most `max_bytes` of it, so that a 100 KB list
+// does not flood one ("...(98001 bytes)"). A backslash stays: text escaped once stays as it is.
 std::string shown_value(std::string_view value, std::size_t max_bytes = 96);
 
 }  // namespace tfpin
