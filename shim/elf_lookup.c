@@ -142,7 +142,10 @@ typedef struct {
   uintptr_t ra;
   bool caller_found;
   uintptr_t caller_base;
-  uintptr_t skip_base;
+  uintptr_t self_base;
+  bool past_self;
+  const char* marker;
+  uint32_t marker_hg, marker_hs;
   unsigned nneeded;
   const char* needed[MAX_NEEDED];
   void* best;
@@ -168,7 +171,10 @@ static int find_definition_cb(struct dl_phdr_info* info, size_t size, void* data
   (void)size;
   def_search* q = data;
   const uintptr_t base = (uintptr_t)info->dlpi_addr;
-  if (base == q->skip_base) return 0;
+  if (!q->past_self) {  // self and the objects before it are not "next"
+    q->past_self = base == q->self_base;
+    return 0;
+  }
   elf_view v;
   if (!elf_view_of(info, &v)) return 0;
   unsigned rank = UINT32_MAX;
@@ -184,6 +190,8 @@ static int find_definition_cb(struct dl_phdr_info* info, size_t size, void* data
   if (rank >= q->best_rank && q->first_any != NULL) return 0;
   void* p = elf_lookup(&v, q->name, q->hg, q->hs);
   if (p == NULL) return 0;
+  if (q->marker != NULL && elf_lookup(&v, q->marker, q->marker_hg, q->marker_hs) != NULL)
+    return 0;  // a copy of self: it would forward straight back
   if (q->first_any == NULL) q->first_any = p;
   if (rank < q->best_rank) {
     q->best = p;
@@ -192,16 +200,61 @@ static int find_definition_cb(struct dl_phdr_info* info, size_t size, void* data
   return 0;
 }
 
-void* elf_find_definition(const char* name, const void* ra, uintptr_t skip_base) {
+void* elf_find_definition(const char* name, const void* ra, uintptr_t self_base,
+                          const char* marker) {
   def_search q;
   memset(&q, 0, sizeof q);
   q.name = name;
   q.hg = gnu_hash_of(name);
   q.hs = sysv_hash_of(name);
   q.ra = (uintptr_t)ra;
-  q.skip_base = skip_base;
+  q.self_base = self_base;
+  q.marker = marker;
+  if (marker != NULL) {
+    q.marker_hg = gnu_hash_of(marker);
+    q.marker_hs = sysv_hash_of(marker);
+  }
   q.best_rank = UINT32_MAX;
   if (ra != NULL) dl_iterate_phdr(find_caller_cb, &q);
   dl_iterate_phdr(find_definition_cb, &q);
   return q.best != NULL ? q.best : q.first_any;
+}
+
+// elf_object_defines and elf_defined_before (elf_lookup.h).
+typedef struct {
+  const char* name;
+  uintptr_t where;  // an address in the object (object_defines_cb) or its base (defined_before_cb)
+  bool found;
+} defines_query;
+
+static bool view_defines(const struct dl_phdr_info* info, const char* name) {
+  elf_view v;
+  return elf_view_of(info, &v) &&
+         elf_lookup(&v, name, gnu_hash_of(name), sysv_hash_of(name)) != NULL;
+}
+
+static int object_defines_cb(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  defines_query* q = data;
+  if (!elf_contains(info, q->where)) return 0;
+  q->found = view_defines(info, q->name);
+  return 1;
+}
+bool elf_object_defines(const void* addr, const char* name) {
+  defines_query q = {.name = name, .where = (uintptr_t)addr, .found = false};
+  if (addr != NULL) dl_iterate_phdr(object_defines_cb, &q);
+  return q.found;
+}
+
+static int defined_before_cb(struct dl_phdr_info* info, size_t size, void* data) {
+  (void)size;
+  defines_query* q = data;
+  if ((uintptr_t)info->dlpi_addr == q->where) return 1;
+  q->found = view_defines(info, q->name);
+  return q->found ? 1 : 0;
+}
+bool elf_defined_before(const char* name, uintptr_t base) {
+  defines_query q = {.name = name, .where = base, .found = false};
+  dl_iterate_phdr(defined_before_cb, &q);
+  return q.found;
 }

@@ -28,10 +28,20 @@ static inline const char* elf_base_name(const char* path) {
   return base;
 }
 
-// Where the dynamic linker would have bound the call at `ra` to `name`: the calling object's own
-// scope (itself, then its DT_NEEDED libraries in order), else the first object in load order
-// that defines it. The object loaded at `skip_base` (the shim) is never the answer. NULL: none.
-void* elf_find_definition(const char* name, const void* ra, uintptr_t skip_base);
+// Where the dynamic linker would have bound the call at `ra` to `name` without the object loaded
+// at `self_base` (the shim): the calling object's own scope (itself, then its DT_NEEDED libraries
+// in order), else the first object that defines it. Only objects loaded after self_base count (the
+// RTLD_NEXT rule: one before it that defines `name` would have been bound instead, so reaching
+// self means it forwards to self), and never one that defines `marker` (a copy of self, which
+// would forward back). NULL: none.
+void* elf_find_definition(const char* name, const void* ra, uintptr_t self_base,
+                          const char* marker);
+
+// Does the loaded object that contains `addr` define `name`?
+bool elf_object_defines(const void* addr, const char* name);
+
+// Does an object loaded before the one at `base` define `name`?
+bool elf_defined_before(const char* name, uintptr_t base);
 
 // Changes whenever an object is unloaded (dlpi_subs): answers cached before are stale.
 unsigned long long elf_unload_generation(void);

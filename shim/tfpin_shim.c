@@ -42,8 +42,8 @@
 // of their own, never the loader lock after start (no dlsym/dladdr/dlopen), never malloc and never
 // use stdio; thread-local state uses the initial-exec TLS model (no
 // __tls_get_addr, async-signal-safe); anything unexpected degrades to plain forwarding. The
-// library depends on libc only, exports only the hooked symbols (tfpin-shim.map) and is linked
-// with -z nodelete because threads keep running its trampoline.
+// library depends on libc only, exports only the hooked symbols and a marker (tfpin-shim.map) and
+// is linked with -z nodelete because threads keep running its trampoline.
 //
 // Files: this one is the policy (plan, hooks); forwarded_symbols.def lists every function the
 // shim forwards; elf_lookup.c finds definitions among the loaded objects (mechanism only).
@@ -126,10 +126,11 @@ static char g_report_path[4096];
 #include "forwarded_symbols.def"
 
 // dlsym returns void*; ISO C has no conversion to function pointers, POSIX guarantees it works.
-#define LOAD_NEXT(var, name)             \
-  do {                                   \
-    void* sym_ = dlsym(RTLD_NEXT, name); \
-    memcpy(&(var), &sym_, sizeof(var));  \
+static void* next_definition(const char* name);
+#define LOAD_NEXT(var, name)            \
+  do {                                  \
+    void* sym_ = next_definition(name); \
+    memcpy(&(var), &sym_, sizeof(var)); \
   } while (0)
 #define AS_FN(var, ptr)               \
   do {                                \
@@ -765,7 +766,9 @@ EXPORT long syscall(long number, ...) {
 // (RTLD_NEXT at start, cached for good), else the caller's own scope — a library dlopen()ed with
 // RTLD_LOCAL (a Python extension) brings its libgomp/libopenblas along without putting it in the
 // global scope. Those lookups read the objects' symbol tables (elf_lookup.c, no loader lock), are
-// cached per call site and dropped when any object is unloaded.
+// cached per call site and dropped when any object is unloaded. Never the answer: an object
+// loaded before the shim (an interposer earlier in LD_PRELOAD reaches us through its own
+// RTLD_NEXT) and any copy of the shim (it exports the marker): both would call us again.
 enum fwd_id {
 #define SHIM_FORWARD(name, kind) F_##name,
 #include "forwarded_symbols.def"
@@ -790,6 +793,13 @@ static fwd_entry g_fwd_cache[FWD_CACHE];
 
 static uintptr_t g_self_base;  // our own load address (never forward to ourselves)
 
+// Every copy of the shim exports the marker; nothing calls it.
+#define SHIM_MARKER(name)   \
+  EXPORT void name(void);   \
+  EXPORT void name(void) {} \
+  static const char* const k_marker = #name;
+#include "forwarded_symbols.def"
+
 static int self_base_cb(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
   if (!elf_contains(info, *(const uintptr_t*)data)) return 0;
@@ -797,16 +807,49 @@ static int self_base_cb(struct dl_phdr_info* info, size_t size, void* data) {
   return 1;
 }
 
-static bool in_self(const void* p) {
-  object_query q = {.addr = (uintptr_t)p, .found = false, .openmp = false};
-  dl_iterate_phdr(find_object_cb, &q);
-  return q.found && q.base == g_self_base;
+// Are `a` and `b` in the same loaded object?
+static bool same_object(const void* a, uintptr_t b) {
+  object_query qa = {.addr = (uintptr_t)a, .found = false, .openmp = false};
+  object_query qb = {.addr = b, .found = false, .openmp = false};
+  dl_iterate_phdr(find_object_cb, &qa);
+  dl_iterate_phdr(find_object_cb, &qb);
+  return qa.found && qb.found && qa.base == qb.base;
 }
+
+// The forward in progress on this thread (F_* + 1 and its target; saved and restored around each
+// call). The same entry point called again from that target is a loop through something the
+// lookup cannot see forwards back (it finds "the" definition with RTLD_DEFAULT, an older shim
+// without the marker): that call gets no definition, i.e. the fail-open default.
+static _Thread_local int tl_fwd_id TLS_IE;
+static _Thread_local uintptr_t tl_fwd_fn TLS_IE;
+typedef struct {
+  int id;
+  uintptr_t fn;
+} fwd_mark;
+static inline fwd_mark fwd_begin(enum fwd_id id, uintptr_t fn) {
+  const fwd_mark was = {tl_fwd_id, tl_fwd_fn};
+  tl_fwd_id = (int)id + 1;
+  tl_fwd_fn = fn;
+  return was;
+}
+static inline void fwd_end(fwd_mark was) {
+  tl_fwd_id = was.id;
+  tl_fwd_fn = was.fn;
+}
+// Calls `real` (resolved for F_<name>) with the parenthesised `args` as the forward in progress.
+#define CALL_REAL(name, real, args)                               \
+  do {                                                            \
+    const fwd_mark was_ = fwd_begin(F_##name, (uintptr_t)(real)); \
+    (real) args;                                                  \
+    fwd_end(was_);                                                \
+  } while (0)
 
 // The real definition of a forwarded entry point for the call at `ra`. Objects loaded at start
 // were resolved in init_once (dlsym(RTLD_NEXT): the global scope after the shim); anything else is
 // looked up per call site and cached until an object is unloaded.
 static void* resolve_fwd(enum fwd_id id, const void* ra) {
+  if (UNLIKELY(tl_fwd_id == (int)id + 1) && same_object(ra, tl_fwd_fn)) return NULL;
+  if (UNLIKELY(!ready()) || g_self_base == 0) return NULL;  // re-entered from init_once
   void* p = atomic_load_explicit(&g_fwd_global[id], memory_order_acquire);
   if (p != NULL) return p;
 
@@ -821,7 +864,7 @@ static void* resolve_fwd(enum fwd_id id, const void* ra) {
     if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1 && p != NULL) return p;
   }
 
-  p = elf_find_definition(fwd_names[id], ra, g_self_base);
+  p = elf_find_definition(fwd_names[id], ra, g_self_base, k_marker);
   if (p != NULL) {
     unsigned s = atomic_load_explicit(&e->seq, memory_order_relaxed);
     if ((s & 1u) == 0 && atomic_compare_exchange_strong_explicit(
@@ -872,7 +915,7 @@ EXPORT void GOMP_parallel(omp_fn fn, void* data, unsigned num_threads, unsigned 
     fn(data);
     return;
   }
-  real(fn, data, clamp_team(num_threads, ra), flags);
+  CALL_REAL(GOMP_parallel, real, (fn, data, clamp_team(num_threads, ra), flags));
 }
 
 EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void* data, unsigned num_threads,
@@ -884,23 +927,29 @@ EXPORT unsigned GOMP_parallel_reductions(omp_fn fn, void* data, unsigned num_thr
     fn(data);
     return 1;
   }
-  return real(fn, data, clamp_team(num_threads, ra), flags);
+  const unsigned team = clamp_team(num_threads, ra);
+  const fwd_mark was = fwd_begin(F_GOMP_parallel_reductions, (uintptr_t)real);
+  const unsigned ret = real(fn, data, team, flags);
+  fwd_end(was);
+  return ret;
 }
 
 EXPORT void GOMP_parallel_start(omp_fn fn, void* data, unsigned num_threads) {
   const void* ra = RA();
   __typeof__(GOMP_parallel_start)* real;
   AS_FN(real, resolve_fwd(F_GOMP_parallel_start, ra));
-  if (real != NULL) real(fn, data, clamp_team(num_threads, ra));
+  if (real != NULL) CALL_REAL(GOMP_parallel_start, real, (fn, data, clamp_team(num_threads, ra)));
 }
 
-#define GOMP_LOOP4(name)                                                                           \
-  EXPORT void name(omp_fn fn, void* data, unsigned num_threads, long start, long end, long incr,   \
-                   long chunk, unsigned flags) {                                                   \
-    const void* ra = RA();                                                                         \
-    __typeof__(name)* real;                                                                        \
-    AS_FN(real, resolve_fwd(F_##name, ra));                                                        \
-    if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr, chunk, flags); \
+#define GOMP_LOOP4(name)                                                                         \
+  EXPORT void name(omp_fn fn, void* data, unsigned num_threads, long start, long end, long incr, \
+                   long chunk, unsigned flags) {                                                 \
+    const void* ra = RA();                                                                       \
+    __typeof__(name)* real;                                                                      \
+    AS_FN(real, resolve_fwd(F_##name, ra));                                                      \
+    if (real != NULL)                                                                            \
+      CALL_REAL(name, real,                                                                      \
+                (fn, data, clamp_team(num_threads, ra), start, end, incr, chunk, flags));        \
   }
 #define GOMP_LOOP3(name)                                                                         \
   EXPORT void name(omp_fn fn, void* data, unsigned num_threads, long start, long end, long incr, \
@@ -908,7 +957,8 @@ EXPORT void GOMP_parallel_start(omp_fn fn, void* data, unsigned num_threads) {
     const void* ra = RA();                                                                       \
     __typeof__(name)* real;                                                                      \
     AS_FN(real, resolve_fwd(F_##name, ra));                                                      \
-    if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr, flags);      \
+    if (real != NULL)                                                                            \
+      CALL_REAL(name, real, (fn, data, clamp_team(num_threads, ra), start, end, incr, flags));   \
   }
 #define GOMP_LOOP4_START(name)                                                                   \
   EXPORT void name(omp_fn fn, void* data, unsigned num_threads, long start, long end, long incr, \
@@ -916,7 +966,8 @@ EXPORT void GOMP_parallel_start(omp_fn fn, void* data, unsigned num_threads) {
     const void* ra = RA();                                                                       \
     __typeof__(name)* real;                                                                      \
     AS_FN(real, resolve_fwd(F_##name, ra));                                                      \
-    if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr, chunk);      \
+    if (real != NULL)                                                                            \
+      CALL_REAL(name, real, (fn, data, clamp_team(num_threads, ra), start, end, incr, chunk));   \
   }
 
 // Combined parallel loops (a runtime that lacks one is never called for it: the compiler only
@@ -938,7 +989,9 @@ EXPORT void GOMP_parallel_loop_runtime_start(omp_fn fn, void* data, unsigned num
   const void* ra = RA();
   __typeof__(GOMP_parallel_loop_runtime_start)* real;
   AS_FN(real, resolve_fwd(F_GOMP_parallel_loop_runtime_start, ra));
-  if (real != NULL) real(fn, data, clamp_team(num_threads, ra), start, end, incr);
+  if (real != NULL)
+    CALL_REAL(GOMP_parallel_loop_runtime_start, real,
+              (fn, data, clamp_team(num_threads, ra), start, end, incr));
 }
 
 EXPORT void GOMP_parallel_sections(omp_fn fn, void* data, unsigned num_threads, unsigned count_,
@@ -946,7 +999,8 @@ EXPORT void GOMP_parallel_sections(omp_fn fn, void* data, unsigned num_threads, 
   const void* ra = RA();
   __typeof__(GOMP_parallel_sections)* real;
   AS_FN(real, resolve_fwd(F_GOMP_parallel_sections, ra));
-  if (real != NULL) real(fn, data, clamp_team(num_threads, ra), count_, flags);
+  if (real != NULL)
+    CALL_REAL(GOMP_parallel_sections, real, (fn, data, clamp_team(num_threads, ra), count_, flags));
 }
 
 EXPORT void GOMP_parallel_sections_start(omp_fn fn, void* data, unsigned num_threads,
@@ -954,13 +1008,14 @@ EXPORT void GOMP_parallel_sections_start(omp_fn fn, void* data, unsigned num_thr
   const void* ra = RA();
   __typeof__(GOMP_parallel_sections_start)* real;
   AS_FN(real, resolve_fwd(F_GOMP_parallel_sections_start, ra));
-  if (real != NULL) real(fn, data, clamp_team(num_threads, ra), count_);
+  if (real != NULL)
+    CALL_REAL(GOMP_parallel_sections_start, real, (fn, data, clamp_team(num_threads, ra), count_));
 }
 
 EXPORT void omp_set_num_threads(int n) {
   __typeof__(omp_set_num_threads)* real;
   AS_FN(real, resolve_fwd(F_omp_set_num_threads, RA()));
-  if (real != NULL) real(clamp_setter(n));
+  if (real != NULL) CALL_REAL(omp_set_num_threads, real, (clamp_setter(n)));
 }
 
 // Intel/LLVM OpenMP: the num_threads clause becomes a push before __kmpc_fork_call.
@@ -970,7 +1025,7 @@ EXPORT void __kmpc_push_num_threads(void* loc, int32_t gtid, int32_t num_threads
   AS_FN(real, resolve_fwd(F___kmpc_push_num_threads, ra));
   if (real == NULL) return;
   if (num_threads > 0) num_threads = (int32_t)clamp_team((unsigned)num_threads, ra);
-  real(loc, gtid, num_threads);
+  CALL_REAL(__kmpc_push_num_threads, real, (loc, gtid, num_threads));
 }
 
 // MKL: MKL_Set_Num_Threads(int) is what mkl.h's mkl_set_num_threads macro calls; the exported
@@ -978,38 +1033,37 @@ EXPORT void __kmpc_push_num_threads(void* loc, int32_t gtid, int32_t num_threads
 EXPORT void MKL_Set_Num_Threads(int n) {
   __typeof__(MKL_Set_Num_Threads)* real;
   AS_FN(real, resolve_fwd(F_MKL_Set_Num_Threads, RA()));
-  if (real != NULL) real(clamp_setter(n));
+  if (real != NULL) CALL_REAL(MKL_Set_Num_Threads, real, (clamp_setter(n)));
 }
 /* MKL's Fortran entry points take the count by pointer: pass a clamped copy, never write the
  * caller's int. */
-static void forward_clamped_by_pointer(void (*real)(const int*), const int* n) {
+static void forward_clamped_by_pointer(enum fwd_id id, void (*real)(const int*), const int* n) {
   if (real == NULL) return;
-  if (n == NULL) {
-    real(n);
-    return;
-  }
-  const int clamped = clamp_setter(*n);
-  real(&clamped);
+  int clamped = 0;
+  if (n != NULL) clamped = clamp_setter(*n);
+  const fwd_mark was = fwd_begin(id, (uintptr_t)real);
+  real(n != NULL ? &clamped : NULL);
+  fwd_end(was);
 }
 EXPORT void mkl_set_num_threads(const int* n) {
   __typeof__(mkl_set_num_threads)* real;
   AS_FN(real, resolve_fwd(F_mkl_set_num_threads, RA()));
-  forward_clamped_by_pointer(real, n);
+  forward_clamped_by_pointer(F_mkl_set_num_threads, real, n);
 }
 EXPORT void mkl_set_num_threads_(const int* n) {
   __typeof__(mkl_set_num_threads_)* real;
   AS_FN(real, resolve_fwd(F_mkl_set_num_threads_, RA()));
-  forward_clamped_by_pointer(real, n);
+  forward_clamped_by_pointer(F_mkl_set_num_threads_, real, n);
 }
 EXPORT void openblas_set_num_threads(int n) {
   __typeof__(openblas_set_num_threads)* real;
   AS_FN(real, resolve_fwd(F_openblas_set_num_threads, RA()));
-  if (real != NULL) real(clamp_setter(n));
+  if (real != NULL) CALL_REAL(openblas_set_num_threads, real, (clamp_setter(n)));
 }
 EXPORT void goto_set_num_threads(int n) {
   __typeof__(goto_set_num_threads)* real;
   AS_FN(real, resolve_fwd(F_goto_set_num_threads, RA()));
-  if (real != NULL) real(clamp_setter(n));
+  if (real != NULL) CALL_REAL(goto_set_num_threads, real, (clamp_setter(n)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1048,24 +1102,38 @@ static void atfork_child(void) {
   }
 }
 
+// dlsym(RTLD_NEXT), past any copy of the shim (LD_PRELOAD=copy:shim): the first definition after
+// us in load order that is no copy. Only in init_once (dlsym takes the loader lock).
+static void* next_definition(const char* name) {
+  void* p = dlsym(RTLD_NEXT, name);
+  if (p != NULL && elf_object_defines(p, k_marker))
+    p = elf_find_definition(name, NULL, g_self_base, k_marker);
+  return p;
+}
+
 static void init_once(void) {
   tl_in_init = 1;
-#define SHIM_LIBC(name) LOAD_NEXT(real_##name, #name);
-#include "forwarded_symbols.def"
   {
     void (*self_fn)(void) = init_once;
     uintptr_t here;
     memcpy(&here, &self_fn, sizeof here);
     dl_iterate_phdr(self_base_cb, &here);
   }
+  // Two copies (LD_PRELOAD of two paths): calls bind to the first, which applies the plan; this
+  // one, if second, only forwards (applying it too would count, pin and report twice).
+  const bool shadowed = elf_defined_before(k_marker, g_self_base);
+#define SHIM_LIBC(name) LOAD_NEXT(real_##name, #name);
+#include "forwarded_symbols.def"
   // Runtimes loaded with the program are resolved now, at start: dlsym takes the loader lock,
-  // which the hooks never do afterwards (see "Symbol lookup without the loader lock").
+  // which the hooks never do afterwards (see "Symbol lookup without the loader lock"). A copy of
+  // the shim is left to the per-call-site lookup, which skips it.
   for (int id = 0; id < F_COUNT; ++id) {
     void* p = dlsym(RTLD_NEXT, fwd_names[id]);
-    if (p != NULL && !in_self(p)) atomic_store_explicit(&g_fwd_global[id], p, memory_order_release);
+    if (p != NULL && !elf_object_defines(p, k_marker))
+      atomic_store_explicit(&g_fwd_global[id], p, memory_order_release);
   }
 
-  const char* cpus = secure_getenv(TFPIN_VAR_CPUS);
+  const char* cpus = shadowed ? NULL : secure_getenv(TFPIN_VAR_CPUS);
   if (cpus != NULL) {
     const char* report = secure_getenv(TFPIN_VAR_REPORT);
     if (report != NULL && report[0] != '\0') {

@@ -1,13 +1,14 @@
 #include "tfpin/environment.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
-
-#include <fmt/format.h>
 
 #include "tfpin/cpulist.hpp"
 #include "tfpin/error.hpp"
@@ -44,7 +45,8 @@ std::vector<EnvVar> environment_for(const Plan& plan, const EnvironmentPolicy& p
        "core; tfpin and its shim pin instead",
        false},
       {"OMP_PROC_BIND", "false",
-       "GNU/LLVM OpenMP must not bind the initial thread (same collapse); tfpin pins instead", false},
+       "GNU/LLVM OpenMP must not bind the initial thread (same collapse); tfpin pins instead",
+       false},
       {"GOMP_SPINCOUNT", std::to_string(policy.blocktime_ms * gomp_spins_per_ms),
        "GNU OpenMP spin before sleeping, the KMP_BLOCKTIME equivalent", false},
   };
@@ -52,7 +54,8 @@ std::vector<EnvVar> environment_for(const Plan& plan, const EnvironmentPolicy& p
     vars.push_back({"KMP_HW_SUBSET", "1T", "Intel OpenMP: one hardware thread per core", false});
   }
   if (policy.blocktime_ms == 0) {
-    vars.push_back({"OMP_WAIT_POLICY", "PASSIVE", "blocktime 0: OpenMP threads sleep at once", false});
+    vars.push_back(
+        {"OMP_WAIT_POLICY", "PASSIVE", "blocktime 0: OpenMP threads sleep at once", false});
   }
   for (EnvVar& var : encode_plan(plan)) vars.push_back(std::move(var));
   return vars;
@@ -127,6 +130,15 @@ std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool
   return outcomes;
 }
 
+namespace {
+
+// Any copy of the shim, whatever its directory.
+bool is_shim_entry(std::string_view entry) {
+  return entry == shim_file_name || entry.ends_with(fmt::format("/{}", shim_file_name));
+}
+
+}  // namespace
+
 void withdraw_environment(const EnvAccess& env) {
   const Recorded outer = recorded_exports(env.get);
   for (const auto& [name, value] : outer) {
@@ -135,8 +147,7 @@ void withdraw_environment(const EnvAccess& env) {
   if (const auto preload = env.get("LD_PRELOAD")) {
     std::string kept;
     for (const std::string_view entry : preload_entries(*preload)) {
-      const bool is_shim = entry == shim_file_name || entry.ends_with(fmt::format("/{}", shim_file_name));
-      if (!is_shim) kept += fmt::format("{}{}", kept.empty() ? "" : ":", entry);
+      if (!is_shim_entry(entry)) kept += fmt::format("{}{}", kept.empty() ? "" : ":", entry);
     }
     if (kept.empty()) {
       env.unset("LD_PRELOAD");
@@ -156,8 +167,8 @@ EnvAccess process_env_access() {
   return {process_getenv,
           [](const std::string& name, const std::string& value) {
             if (::setenv(name.c_str(), value.c_str(), 1) != 0) {
-              throw Error(ErrorKind::system, fmt::format("could not set {}: {}", name,
-                                                         std::strerror(errno)));
+              throw Error(ErrorKind::system,
+                          fmt::format("could not set {}: {}", name, std::strerror(errno)));
             }
           },
           [](const std::string& name) { ::unsetenv(name.c_str()); }};
@@ -178,9 +189,21 @@ std::optional<unsigned> requested_count(std::optional<unsigned> from_option, con
 }
 
 std::string preload_with_shim(std::string_view existing, std::string_view shim) {
-  const auto entries = preload_entries(existing);
-  if (std::find(entries.begin(), entries.end(), shim) != entries.end()) return std::string(existing);
-  return existing.empty() ? std::string(shim) : fmt::format("{}:{}", shim, existing);
+  // Another copy of the shim (an outer tfpin's, at another path) goes: two copies in one process
+  // would both apply the plan.
+  std::vector<std::string_view> kept;
+  bool other_copy = false;
+  for (const std::string_view entry : preload_entries(existing)) {
+    if (entry != shim && is_shim_entry(entry)) {
+      other_copy = true;
+    } else {
+      kept.push_back(entry);
+    }
+  }
+  const std::string rest =
+      other_copy ? fmt::format("{}", fmt::join(kept, ":")) : std::string(existing);
+  if (std::find(kept.begin(), kept.end(), shim) != kept.end()) return rest;
+  return rest.empty() ? std::string(shim) : fmt::format("{}:{}", shim, rest);
 }
 
 std::vector<EnvVar> encode_plan(const Plan& plan) {
@@ -198,8 +221,9 @@ std::optional<Plan> decode_plan(const EnvGetter& get) {
   auto required = [&](std::string_view name, unsigned max) {
     const auto text = get(std::string(name));
     if (!text) {
-      throw Error(ErrorKind::invalid_request,
-                  fmt::format("{} is set but {} is missing: the plan is incomplete", env_cpus, name));
+      throw Error(
+          ErrorKind::invalid_request,
+          fmt::format("{} is set but {} is missing: the plan is incomplete", env_cpus, name));
     }
     return parse_count(name, *text, max);
   };
@@ -210,9 +234,9 @@ std::optional<Plan> decode_plan(const EnvGetter& get) {
   plan.threads = plan.interop * plan.intra;
   if (cpus.size() != plan.threads) {
     throw Error(ErrorKind::invalid_request,
-                fmt::format("{}={} lists {} cpus but {}={} x {}={} needs {}", env_cpus, shown_value(*cpus_text),
-                            cpus.size(), env_interop, plan.interop, env_intra, plan.intra,
-                            plan.threads));
+                fmt::format("{}={} lists {} cpus but {}={} x {}={} needs {}", env_cpus,
+                            shown_value(*cpus_text), cpus.size(), env_interop, plan.interop,
+                            env_intra, plan.intra, plan.threads));
   }
   for (unsigned i = 0; i < plan.interop; ++i) {
     Lane lane;

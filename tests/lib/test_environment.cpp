@@ -144,6 +144,12 @@ TEST(Environment, ShimGoesFirstInLdPreloadOnce) {
   EXPECT_EQ(tfpin::preload_with_shim("a.so b.so", "/l/shim.so"), "/l/shim.so:a.so b.so");
   EXPECT_EQ(tfpin::preload_with_shim("a.so:/l/shim.so", "/l/shim.so"), "a.so:/l/shim.so");
   EXPECT_EQ(tfpin::preload_with_shim("/l/shim.so.bak", "/l/shim.so"), "/l/shim.so:/l/shim.so.bak");
+  // An outer tfpin's shim at another path is replaced, not loaded a second time.
+  EXPECT_EQ(tfpin::preload_with_shim("/old/libtfpin-shim.so:a.so", "/new/libtfpin-shim.so"),
+            "/new/libtfpin-shim.so:a.so");
+  EXPECT_EQ(tfpin::preload_with_shim("a.so:libtfpin-shim.so:/new/libtfpin-shim.so",
+                                     "/new/libtfpin-shim.so"),
+            "a.so:/new/libtfpin-shim.so");
 }
 
 TEST(PlanCodec, RoundTrips) {

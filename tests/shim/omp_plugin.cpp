@@ -13,6 +13,7 @@
 extern "C" {
 void openblas_set_num_threads(int n);
 void MKL_Set_Num_Threads(int n);
+void mkl_set_num_threads(const int* n);
 int fakeblas_last(int which);
 
 // Runs one region with num_threads(n) (n == 0: no clause) and writes
@@ -57,5 +58,11 @@ __attribute__((visibility("default"))) int plugin_blas(int n) {
   openblas_set_num_threads(n);
   MKL_Set_Num_Threads(n);
   return fakeblas_last(0) * 1000 + fakeblas_last(2);
+}
+
+// The same through MKL's by-reference mkl_set_num_threads(&n).
+__attribute__((visibility("default"))) int plugin_mkl_ref(int n) {
+  mkl_set_num_threads(&n);
+  return fakeblas_last(3);
 }
 }

@@ -80,14 +80,17 @@ int main(int argc, char** argv) {
   auto team = sym<int (*)(int, char*, int)>(handle, "plugin_team");
   auto omp_set = sym<int (*)(int)>(handle, "plugin_omp_set");
   auto blas = sym<int (*)(int)>(handle, "plugin_blas");
+  auto mkl_ref = sym<int (*)(int)>(handle, "plugin_mkl_ref");
+  auto blas_last = sym<int (*)(int)>(handle, "fakeblas_last");  // -1: never set
   static char buf[1 << 16];
   team(std::atoi(argv[3]), buf, sizeof buf);
   const int team_after_set = omp_set(64);
-  const int blas_seen = blas(64);
+  blas(64);
+  mkl_ref(64);
   std::printf(
       "{\"libgomp_before\":%s,\"libgomp_after\":%s,\"region\":%s,\"team_after_omp_set_64\":%d,"
-      "\"openblas_got\":%d,\"mkl_got\":%d}\n",
+      "\"openblas_got\":%d,\"mkl_got\":%d,\"mkl_ref_got\":%d}\n",
       before ? "true" : "false", libgomp_loaded() ? "true" : "false", buf, team_after_set,
-      blas_seen / 1000, blas_seen % 1000);
+      blas_last(0), blas_last(2), blas_last(3));
   return 0;
 }

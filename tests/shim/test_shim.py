@@ -5,13 +5,14 @@ syscalls, which the shim does not hook); what each run printed is echoed, so a l
 was seen. Standard library only.
 
 Environment (set by tests/shim/meson.build): TFPIN_SHIM_LIB, SHIM_PROBE, SHIM_PROBE_DL,
-SHIM_PROBE_BLAS, SHIM_OMP_PLUGIN, SHIM_CTOR_PLUGIN, SHIM_PROBE_KMP (optional, clang + libomp),
-TFPIN_EXE.
+SHIM_PROBE_BLAS, SHIM_OMP_PLUGIN, SHIM_CTOR_PLUGIN, SHIM_INTERPOSER, SHIM_PROBE_KMP (optional,
+clang + libomp), TFPIN_EXE.
 Run one group: test_shim.py -v OpenMP; list the groups (test classes): test_shim.py --list-groups
 """
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,7 @@ PROBE_DL = os.environ.get("SHIM_PROBE_DL", "")
 PROBE_BLAS = os.environ.get("SHIM_PROBE_BLAS", "")
 PLUGIN = os.environ.get("SHIM_OMP_PLUGIN", "")
 CTOR_PLUGIN = os.environ.get("SHIM_CTOR_PLUGIN", "")
+INTERPOSER = os.environ.get("SHIM_INTERPOSER", "")
 PROBE_KMP = os.environ.get("SHIM_PROBE_KMP", "")
 TFPIN = os.environ.get("TFPIN_EXE", "")
 PYTHON = "/usr/bin/python3"
@@ -35,11 +37,13 @@ BOTH = sorted([A, B]) if B is not None else []
 
 # The shim's sources: forwarded_symbols.def is the one list of what it hooks and forwards.
 SHIM_SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shim")
-SYMBOL_LINE = re.compile(r"SHIM_LIBC\((\w+)\)|SHIM_FORWARD\((\w+), (HOOKED|LOOKUP)\)")
+SYMBOL_LINE = re.compile(
+    r"SHIM_LIBC\((\w+)\)|SHIM_FORWARD\((\w+), (HOOKED|LOOKUP)\)|SHIM_MARKER\((\w+)\)")
 
 
 def symbol_list():
-    """{name: LIBC | HOOKED | LOOKUP} from shim/forwarded_symbols.def; an unreadable entry fails."""
+    """{name: LIBC | HOOKED | LOOKUP | MARKER} from shim/forwarded_symbols.def; an unreadable
+    entry fails."""
     out = {}
     with open(os.path.join(SHIM_SRC, "forwarded_symbols.def")) as f:
         for line in f:
@@ -48,12 +52,16 @@ def symbol_list():
             m = SYMBOL_LINE.match(line)
             if not m:
                 raise AssertionError(f"forwarded_symbols.def: cannot read {line.strip()!r}")
-            out[m.group(1) or m.group(2)] = "LIBC" if m.group(1) else m.group(3)
+            if m.group(4):
+                out[m.group(4)] = "MARKER"
+            else:
+                out[m.group(1) or m.group(2)] = "LIBC" if m.group(1) else m.group(3)
     return out
 
 
 def hooked():
-    """The names the shim must export: every entry of the list but the LOOKUP-only ones."""
+    """The names the shim must export: every entry of the list but the LOOKUP-only ones (the hooks
+    and the marker)."""
     return {name for name, kind in symbol_list().items() if kind != "LOOKUP"}
 
 
@@ -517,6 +525,84 @@ class Blas(unittest.TestCase):
         self.assertTrue(r["ok"])
         self.assertFalse(r["libgomp_loaded"])
         self.assertEqual(r["gomp_parallel_body_runs"], 1)
+
+
+INTERPOSER_LINE = re.compile(r"interposer: forwarded=(\d+)")
+
+
+class Interposers(unittest.TestCase):
+    """Other definitions of the hooked entry points: another LD_PRELOAD interposer, a second copy
+    of the shim. The shim must never forward to one that calls it again (defect: endless
+    recursion, a stack overflow, once the runtime came with RTLD_LOCAL)."""
+
+    def forwarded(self, stderr):
+        m = INTERPOSER_LINE.search(stderr)
+        self.assertIsNotNone(m, "the interposer did not get to its exit")
+        return int(m.group(1))
+
+    def check_local_runtime(self, r):
+        """shim-probe-dl PLUGIN local 64 under a 1 x 2 plan, as with the shim alone."""
+        self.assertEqual(r["region"]["team"], 2)
+        self.assertEqual(sorted(r["region"]["members"]), [[A], [B]])
+        self.assertEqual(r["team_after_omp_set_64"], 2)
+        self.assertEqual((r["openblas_got"], r["mkl_got"], r["mkl_ref_got"]), (2, 2, 2))
+
+    def test_interposer_before_the_shim_with_a_local_runtime(self):
+        # LD_PRELOAD=interposer:shim: the interposer reaches the shim with RTLD_NEXT, the runtime
+        # and BLAS are only in the plugin's scope. The shim took the interposer (its caller) for
+        # the definition and called it again, endlessly.
+        p = run([PROBE_DL, PLUGIN, "local", 64], plan_env=plan(f"{A},{B}", 1, 2),
+                env={"LD_PRELOAD": f"{INTERPOSER}:{SHIM}", "INTERPOSER_FIND": "next"})
+        self.check_local_runtime(last_json(p.stdout))
+        self.assertGreaterEqual(self.forwarded(p.stderr), 4, "each wrapper was in the path")
+
+    def test_interposer_before_the_shim_with_a_linked_blas(self):
+        p = run([PROBE_BLAS], plan_env=plan(f"{A},{B}", 1, 2),
+                env={"LD_PRELOAD": f"{INTERPOSER}:{SHIM}", "INTERPOSER_FIND": "next"})
+        r = last_json(p.stdout)
+        self.assertEqual({k: v for k, v in r.items() if k != "caller_value_kept"},
+                         dict.fromkeys(("openblas", "goto", "MKL_Set_Num_Threads",
+                                        "mkl_set_num_threads", "mkl_set_num_threads_"), 2))
+        self.assertEqual(r["caller_value_kept"], 64)
+        self.assertEqual(self.forwarded(p.stderr), 2)
+
+    def test_interposer_that_finds_the_shim_again_is_stopped(self):
+        # LD_PRELOAD=shim:interposer, which forwards to what dlsym(RTLD_DEFAULT) finds: the shim.
+        # Nothing tells the shim so before it calls it; the per-thread guard gives the call coming
+        # back the fail-open default (no definition: nothing is set, a region runs as a team of
+        # one on the master's core).
+        p = run([PROBE_DL, PLUGIN, "local", 64], plan_env=plan(f"{A},{B}", 1, 2),
+                env={"LD_PRELOAD": f"{SHIM}:{INTERPOSER}", "INTERPOSER_FIND": "default"})
+        r = last_json(p.stdout)
+        self.assertEqual(r["region"]["team"], 1)
+        self.assertEqual(r["region"]["members"], [[A]])
+        self.assertEqual(r["team_after_omp_set_64"], 1)
+        self.assertEqual((r["openblas_got"], r["mkl_ref_got"]), (-1, -1), "never set")
+        self.assertEqual(r["mkl_got"], 2, "MKL_Set_Num_Threads is not interposed")
+        self.assertGreaterEqual(self.forwarded(p.stderr), 4)
+
+    def test_two_copies_of_the_shim(self):
+        # LD_PRELOAD=copy:shim (two paths: an outer tfpin's and the plugin's). The first copy
+        # forwarded to the second, which took the first (its caller) for the definition: endless
+        # with a local runtime, every count and pin twice otherwise. The first copy applies the
+        # plan, the second only forwards.
+        with tempfile.TemporaryDirectory() as d:
+            copy = os.path.join(d, os.path.basename(SHIM))
+            shutil.copy(SHIM, copy)
+            for argv in ([PROBE_DL, PLUGIN, "local", 64], [PROBE_BLAS], [PROBE, "omp", 64, 3],
+                         [PROBE, "counts"]):
+                with self.subTest(probe=" ".join(os.path.basename(str(a)) for a in argv)):
+                    one = run(argv, plan_env=plan(f"{A},{B}", 1, 2),
+                              env={"TFPIN_REPORT": "stderr"})
+                    two = run(argv, plan_env=plan(f"{A},{B}", 1, 2),
+                              env={"TFPIN_REPORT": "stderr", "LD_PRELOAD": f"{copy}:{SHIM}"})
+                    self.assertEqual(len(REPORT_RE.findall(two.stderr)), 1, "one summary")
+                    self.assertEqual(list(reports(two.stderr).values()),
+                                     list(reports(one.stderr).values()))
+                    if argv[0] == PROBE_DL:
+                        self.check_local_runtime(last_json(two.stdout))
+                    else:
+                        self.assertEqual(two.stdout, one.stdout)
 
 
 class Report(unittest.TestCase):
