@@ -45,7 +45,8 @@ std::vector<unsigned> narrow_allowed(const std::string& cpuset,
     // Binding can narrow what this process may use, never widen it.
     std::vector<unsigned> outside;
     for (unsigned cpu : cpus) {
-      if (std::find(allowed->begin(), allowed->end(), cpu) == allowed->end()) outside.push_back(cpu);
+      if (std::find(allowed->begin(), allowed->end(), cpu) == allowed->end())
+        outside.push_back(cpu);
     }
     if (!outside.empty()) {
       throw Error(ErrorKind::invalid_request,
@@ -64,14 +65,19 @@ ComputedPlan compute(const PlanOptions& options, Topology topology,
     return parse_count(name, text);
   };
   PlacementRequest request;
-  request.threads = requested_count(from_option(options.threads_option, "--threads", options.threads),
-                                    process_getenv, env_threads);
-  request.interop = requested_count(from_option(options.interop_option, "--interop", options.interop),
-                                    process_getenv, env_interop)
-                        .value_or(1);
+  request.threads =
+      requested_count(from_option(options.threads_option, "--threads", options.threads),
+                      process_getenv, env_threads);
+  request.interop =
+      requested_count(from_option(options.interop_option, "--interop", options.interop),
+                      process_getenv, env_interop)
+          .value_or(1);
   request.hyperthreads =
       options.hyperthreads ? HyperthreadPolicy::all : HyperthreadPolicy::one_per_core;
-  if (given(options.cpuset_option)) allowed = narrow_allowed(options.cpuset, std::move(allowed));
+  if (given(options.cpuset_option)) {
+    allowed = narrow_allowed(options.cpuset, std::move(allowed));
+    request.allowed_by_user = true;
+  }
   request.allowed = std::move(allowed);
   EnvironmentPolicy policy;
   if (given(options.blocktime_option)) {

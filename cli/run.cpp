@@ -53,12 +53,14 @@ int RunCommand::operator()() const {
   how.enforce = enforce;
   if (!no_shim) how.shim = find_shim();
   // Binding failures are not tolerated here, so a warning is about the shim.
-  for (const std::string& warning :
-       apply_plan(computed.plan, computed.environment, process_env_access(), how)) {
+  const AppliedPlan applied =
+      apply_plan(computed.plan, computed.environment, process_env_access(), how);
+  for (const std::string& warning : applied.warnings) {
     fmt::print(stderr, "tfpin run: warning: {} (--no-shim silences this)\n", warning);
   }
   if (verbose) {
-    std::cerr << describe_plan(computed.topology, computed.plan, computed.environment);
+    std::cerr << describe_plan(computed.topology, computed.plan, computed.environment,
+                               applied.kept_memory_policy);
   }
 
   std::vector<char*> argv;

@@ -84,24 +84,31 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
     return 0;
   }
 
-  std::optional<Topology> topology;
-  std::vector<unsigned> allowed;
-  try {
-    topology = Topology::host();
-    allowed = current_affinity();
-  } catch (const Error& e) {
-    if (site.on_error == OnError::fail) return fail(e.what());
-    report_warning(fmt::format("{}: {}; the task runs unbound", label, e.what()));
+  // A fault of the machine rather than of the request (hwloc cannot load, hwloc and the kernel
+  // disagree, binding fails): under on_error=warn the task runs as if tfpin were off. Whatever an
+  // outer plan left in its environment goes too, or its shim would pin it to that plan's CPUs.
+  auto run_unbound = [&](const std::string& why) {
+    if (site.on_error == OnError::fail) return fail(why);
+    try {
+      withdraw_environment(env);
+    } catch (const Error& e) {
+      return fail(e.what());
+    }
+    report_warning(fmt::format("{}: {}; the task runs unbound, without tfpin", label, why));
     return 0;
-  }
+  };
 
-  PlacementRequest request = make_request(options, site);
-  request.allowed = allowed;
+  std::optional<Topology> topology;
   Plan plan;
   try {
+    topology = Topology::host();
+    PlacementRequest request = make_request(options, site);
+    request.allowed = current_affinity();
     plan = compute_plan(*topology, request);
   } catch (const Error& e) {
-    return fail(e.what());
+    // Only the user's own request (too many threads, not a multiple) fails the task.
+    if (e.kind() == ErrorKind::invalid_request) return fail(e.what());
+    return run_unbound(e.what());
   }
   for (const std::string& warning : plan.warnings) report_warning(label + ": " + warning);
 
@@ -110,16 +117,19 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
   how.enforce = site.override_env;
   if (site.shim) how.shim = site.shim_path;
   how.tolerate_binding_failure = site.on_error == OnError::warn;
+  AppliedPlan applied;
   try {
-    for (const std::string& warning : apply_plan(plan, environment, env, how)) {
-      report_warning(fmt::format("{}: {}", label, warning));
-    }
+    applied = apply_plan(plan, environment, env, how);
   } catch (const Error& e) {
     return fail(e.what());
   }
+  for (const std::string& warning : applied.warnings) {
+    report_warning(fmt::format("{}: {}", label, warning));
+  }
 
-  if (options.verbose || site.verbose) {
-    const std::string text = describe_plan(*topology, plan, environment);
+  if (applied.bound && (options.verbose || site.verbose)) {
+    const std::string text =
+        describe_plan(*topology, plan, environment, applied.kept_memory_policy);
     std::fprintf(stderr, "tfpin: %s\n%s", label.c_str(), text.c_str());
     std::fflush(stderr);
   }

@@ -10,7 +10,7 @@ namespace tfpin::plugin {
 
 enum class Activation { on_request, always };
 enum class Enforcement { strict, clamp };  // --tf-threads larger than the allocation
-enum class OnError { warn, fail };          // topology or binding failures at task launch
+enum class OnError { warn, fail };  // machine faults at task launch (a bad request always fails)
 enum class SiteHyperthreads { no, yes, never };
 
 // The defaults are site_keys()'s, which parse_site_config applies first.

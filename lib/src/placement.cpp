@@ -82,7 +82,8 @@ Domain* pick_domain(std::vector<Domain>& domains, std::size_t lane_size) {
   for (const Domain& d : domains) lanes_per_package[d.package] += d.lanes;
   Domain* best = nullptr;
   auto key = [&](const Domain& d) {
-    return std::make_tuple(d.lanes, lanes_per_package[d.package], -static_cast<long>(d.remaining()));
+    return std::make_tuple(d.lanes, lanes_per_package[d.package],
+                           -static_cast<long>(d.remaining()));
   };
   for (Domain& d : domains) {
     if (d.remaining() < lane_size) continue;
@@ -168,10 +169,11 @@ const char* to_string(MemoryPolicyKind kind) {
 void check_multiple(const OptionNames& names, unsigned threads, unsigned interop,
                     std::optional<unsigned> available, std::string_view unit) {
   if (threads % interop == 0) return;
-  invalid(fmt::format("{}={} is not a multiple of {}={}: every inter-op lane gets the same number "
-                      "of {} (valid {} with {}={}: {})",
-                      names.threads, threads, names.interop, interop, unit, names.threads,
-                      names.interop, interop, valid_multiples(interop, available)));
+  invalid(
+      fmt::format("{}={} is not a multiple of {}={}: every inter-op lane gets the same number "
+                  "of {} (valid {} with {}={}: {})",
+                  names.threads, threads, names.interop, interop, unit, names.threads,
+                  names.interop, interop, valid_multiples(interop, available)));
 }
 
 Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
@@ -192,15 +194,24 @@ Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
       }
     }
     if (!ignored.empty()) {
-      plan.warnings.push_back(fmt::format("CPUs {} of the allowed set are offline or not in the "
-                                          "topology; ignored",
-                                          format_cpulist(ignored)));
+      plan.warnings.push_back(
+          fmt::format("CPUs {} of the allowed set are offline or not in the "
+                      "topology; ignored",
+                      format_cpulist(ignored)));
     }
     if (allowed.empty()) {
-      invalid(fmt::format("the allowed CPU set {} contains no online CPU of this topology (online: "
-                          "{})",
-                          format_cpulist(*request.allowed),
-                          format_cpulist(std::vector<unsigned>(online.begin(), online.end()))));
+      const std::string online_list =
+          format_cpulist(std::vector<unsigned>(online.begin(), online.end()));
+      if (request.allowed_by_user) {
+        invalid(
+            fmt::format("the allowed CPU set {} contains no online CPU of this topology "
+                        "(online: {})",
+                        format_cpulist(*request.allowed), online_list));
+      }
+      throw Error(ErrorKind::topology,
+                  fmt::format("hwloc and the kernel disagree: the CPUs this process may use ({}) "
+                              "are not online in hwloc's topology (online: {})",
+                              format_cpulist(*request.allowed), online_list));
     }
   } else {
     allowed = online;
@@ -214,14 +225,16 @@ Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
 
   unsigned interop = request.interop;
   if (request.interop_is_default) {
-    while (interop > 1 && (interop > available || (request.threads && *request.threads % interop != 0))) {
+    while (interop > 1 &&
+           (interop > available || (request.threads && *request.threads % interop != 0))) {
       --interop;
     }
   }
   if (interop == 0) {
-    invalid(fmt::format("{}=0 is not valid: the number of inter-op lanes must be at least 1 "
-                        "(valid: 1..{})",
-                        names.interop, available));
+    invalid(
+        fmt::format("{}=0 is not valid: the number of inter-op lanes must be at least 1 "
+                    "(valid: 1..{})",
+                    names.interop, available));
   }
   // Arithmetic first: it is wrong on every machine, so say that rather than what this one lacks.
   unsigned threads = request.threads.value_or(interop);
@@ -232,9 +245,9 @@ Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
   }
   check_multiple(names, threads, interop, available, unit);
   if (interop > available) {
-    invalid(fmt::format("{}={} needs at least {} {}, but only {} are allowed (CPUs {}); valid: 1..{}",
-                        names.interop, interop, interop, unit, available,
-                        format_cpulist(plan.allowed), available));
+    invalid(fmt::format(
+        "{}={} needs at least {} {}, but only {} are allowed (CPUs {}); valid: 1..{}",
+        names.interop, interop, interop, unit, available, format_cpulist(plan.allowed), available));
   }
   if (!request.threads) threads = available - available % interop;
   if (threads > available) {
@@ -265,13 +278,18 @@ Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
   }
   if (!beyond.empty()) {
     std::sort(beyond.begin(), beyond.end());
-    invalid(fmt::format("{}={} would use CPUs {}, outside the CPU ids tfpin's shim can pin to "
-                        "(valid: allowed CPUs within 0-{})",
-                        names.threads, threads, format_cpulist(beyond), max_cpu_index));
+    const std::string message = fmt::format(
+        "{}={} would use CPUs {}, outside the CPU ids tfpin's shim can pin to "
+        "(valid: allowed CPUs within 0-{})",
+        names.threads, threads, format_cpulist(beyond), max_cpu_index);
+    // Not the user's fault when the machine's CPUs are numbered beyond what tfpin can hold.
+    if (request.allowed_by_user) invalid(message);
+    throw Error(ErrorKind::topology, message);
   }
 
   std::set<unsigned> used_nodes;
-  for (const Lane& lane : plan.lanes) used_nodes.insert(lane.numa_nodes.begin(), lane.numa_nodes.end());
+  for (const Lane& lane : plan.lanes)
+    used_nodes.insert(lane.numa_nodes.begin(), lane.numa_nodes.end());
   if (topology.numa_nodes().size() > 1 && used_nodes.size() == 1) {
     plan.memory = {MemoryPolicyKind::preferred, {*used_nodes.begin()}};
   } else {

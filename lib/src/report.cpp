@@ -49,14 +49,15 @@ std::string describe_topology(const Topology& topology) {
 }
 
 std::string describe_plan(const Topology& topology, const Plan& plan,
-                          const std::vector<EnvVar>& environment) {
+                          const std::vector<EnvVar>& environment,
+                          const std::optional<std::string>& kept_memory_policy) {
   std::string out;
   out += fmt::format("topology  {}\n", describe_topology(topology));
   out += fmt::format("allowed   {}\n", format_cpulist(plan.allowed));
-  out += fmt::format("plan      {} threads = {} inter-op lane(s) x {} intra-op thread(s), {}\n",
-                     plan.threads, plan.interop, plan.intra,
-                     plan.hyperthreads == HyperthreadPolicy::all ? "hyperthreads used"
-                                                                 : "one thread per core");
+  out += fmt::format(
+      "plan      {} threads = {} inter-op lane(s) x {} intra-op thread(s), {}\n", plan.threads,
+      plan.interop, plan.intra,
+      plan.hyperthreads == HyperthreadPolicy::all ? "hyperthreads used" : "one thread per core");
   for (std::size_t i = 0; i < plan.lanes.size(); ++i) {
     const Lane& lane = plan.lanes[i];
     out += fmt::format("lane {:<4} cpus {}  NUMA {}{}\n", i, format_cpulist(lane.cpus), lane.numa,
@@ -64,13 +65,23 @@ std::string describe_plan(const Topology& topology, const Plan& plan,
                            ? fmt::format(" (straddles nodes {})", fmt::join(lane.numa_nodes, ","))
                            : "");
   }
-  out += fmt::format("memory    {} on node(s) {}\n",
-                     plan.memory.kind == MemoryPolicyKind::preferred ? "preferred" : "first touch (local)",
-                     fmt::join(plan.memory.nodes, ","));
+  const std::string planned = fmt::format(
+      "{} on node(s) {}",
+      plan.memory.kind == MemoryPolicyKind::preferred ? "preferred" : "first touch (local)",
+      fmt::join(plan.memory.nodes, ","));
+  if (kept_memory_policy) {
+    out += fmt::format(
+        "memory    {}, kept: set before tfpin (numactl, srun --mem-bind); the plan's "
+        "would be {}\n",
+        *kept_memory_policy, planned);
+  } else {
+    out += fmt::format("memory    {}\n", planned);
+  }
   for (const std::string& warning : plan.warnings) out += fmt::format("warning   {}\n", warning);
   out += "environment\n";
   std::size_t width = 0;
-  for (const EnvVar& var : environment) width = std::max(width, var.name.size() + var.value.size() + 1);
+  for (const EnvVar& var : environment)
+    width = std::max(width, var.name.size() + var.value.size() + 1);
   for (const EnvVar& var : environment) {
     out += fmt::format("  {:<{}}  # {}\n", var.name + "=" + var.value, width, var.reason);
   }

@@ -160,6 +160,19 @@ class Run(unittest.TestCase):
         self.assertEqual(proc.returncode, 0)
         self.assertIn("TFPIN_SHIM=/nonexistent/shim.so does not exist", proc.stderr)
 
+    def test_memory_binding_chosen_before_tfpin_is_kept(self):
+        # numactl's (or srun --mem-bind's) policy reaches the program: tfpin's plan only prefers
+        # a node, it never needs to override a binding the user chose.
+        policy = "head -n 1 /proc/self/numa_maps | cut -d' ' -f2"
+        proc = subprocess.run(["numactl", "--membind=0", TFPIN, "run", "--verbose", "--threads",
+                               "1", "--", "sh", "-c", policy], capture_output=True, text=True,
+                              timeout=60)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.strip(), "bind:0")
+        self.assertIn("memory    bind:0, kept: set before tfpin", proc.stderr)
+        proc = tfpin("run", "--threads", "1", "--", "sh", "-c", policy)
+        self.assertEqual(proc.stdout.strip(), "default", proc.stderr)
+
     def test_missing_program_is_127(self):
         proc = tfpin("run", "--", "/nonexistent/program")
         self.assertEqual(proc.returncode, 127)

@@ -1,6 +1,11 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <numa.h>
+#include <numaif.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -9,6 +14,7 @@
 #include "tfpin/binding.hpp"
 #include "tfpin/environment.hpp"
 #include "tfpin/error.hpp"
+#include "tfpin/topology.hpp"
 
 namespace {
 
@@ -84,7 +90,8 @@ TEST(Environment, UserValuesWinUnlessEnforcedButTheHandoverAlwaysWins) {
   const auto outcomes = tfpin::export_environment(vars, false, access(env));
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "64");
   EXPECT_EQ(env.at("TFPIN_CPUS"), "0-3,18-21");
-  const auto kept = std::count_if(outcomes.begin(), outcomes.end(), [](auto& o) { return o.kept_user; });
+  const auto kept =
+      std::count_if(outcomes.begin(), outcomes.end(), [](auto& o) { return o.kept_user; });
   EXPECT_EQ(kept, 1);
   tfpin::export_environment(vars, true, access(env));
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4");
@@ -108,7 +115,8 @@ TEST(Environment, VariablesOnlyTheOuterPlanSetAreRemoved) {
   Env env;
   tfpin::EnvironmentPolicy passive;
   passive.blocktime_ms = 0;
-  tfpin::export_environment(tfpin::environment_for(broadwell_plan(4, 1), passive), false, access(env));
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(4, 1), passive), false,
+                            access(env));
   EXPECT_EQ(env.at("KMP_HW_SUBSET"), "1T");
   EXPECT_EQ(env.at("OMP_WAIT_POLICY"), "PASSIVE");
   const auto ht = broadwell_plan(4, 1, tfpin::HyperthreadPolicy::all);
@@ -119,11 +127,13 @@ TEST(Environment, VariablesOnlyTheOuterPlanSetAreRemoved) {
 
 TEST(Environment, WithdrawRemovesTheOuterPlanButNotTheUsersValues) {
   Env env = {{"LD_PRELOAD", "/opt/libuser.so"}, {"PATH", "/bin"}};
-  env["LD_PRELOAD"] = tfpin::preload_with_shim(env["LD_PRELOAD"], "/usr/lib/tfpin/libtfpin-shim.so");
+  env["LD_PRELOAD"] =
+      tfpin::preload_with_shim(env["LD_PRELOAD"], "/usr/lib/tfpin/libtfpin-shim.so");
   tfpin::export_environment(tfpin::environment_for(broadwell_plan(36, 2), {}), false, access(env));
   env["OMP_NUM_THREADS"] = "3";  // the user's own, set after tfpin
   tfpin::withdraw_environment(access(env));
-  EXPECT_EQ(env, (Env{{"LD_PRELOAD", "/opt/libuser.so"}, {"PATH", "/bin"}, {"OMP_NUM_THREADS", "3"}}));
+  EXPECT_EQ(env,
+            (Env{{"LD_PRELOAD", "/opt/libuser.so"}, {"PATH", "/bin"}, {"OMP_NUM_THREADS", "3"}}));
   Env only_shim = {{"LD_PRELOAD", "libtfpin-shim.so"}};
   tfpin::withdraw_environment(access(only_shim));
   EXPECT_TRUE(only_shim.empty());
@@ -195,8 +205,9 @@ TEST(PlanCodec, LimitsAreTheShims) {
     tfpin::decode_plan(getter(beyond));
     FAIL() << "CPU 4096 accepted";
   } catch (const tfpin::Error& e) {
-    EXPECT_STREQ(e.what(), "TFPIN_CPUS=4094-4096: CPU 4096 is outside the CPU ids tfpin's shim can "
-                           "pin to (valid: 0..4095)");
+    EXPECT_STREQ(e.what(),
+                 "TFPIN_CPUS=4094-4096: CPU 4096 is outside the CPU ids tfpin's shim can "
+                 "pin to (valid: 0..4095)");
   }
 }
 
@@ -205,7 +216,8 @@ TEST(PlanCodec, HugeValuesAreRefusedBriefly) {
   std::string huge;
   for (int i = 0; i < 14000; ++i) huge += "0-4095,";
   for (const Env& env : {Env{{"TFPIN_CPUS", huge}, {"TFPIN_INTEROP", "1"}, {"TFPIN_INTRA", "1"}},
-                         Env{{"TFPIN_CPUS", "0"}, {"TFPIN_INTEROP", std::string(5000, '9')},
+                         Env{{"TFPIN_CPUS", "0"},
+                             {"TFPIN_INTEROP", std::string(5000, '9')},
                              {"TFPIN_INTRA", "1"}}}) {
     try {
       tfpin::decode_plan(getter(env));
@@ -218,11 +230,14 @@ TEST(PlanCodec, HugeValuesAreRefusedBriefly) {
 
 // What an older tfpin handed over (TFPIN_LANE_NUMA) goes away with the rest, and is not read.
 TEST(PlanCodec, StaleLaneNumaIsWithdrawnAndIgnored) {
-  Env env = {{"TFPIN_CPUS", "0,1"},           {"TFPIN_INTEROP", "2"},
-             {"TFPIN_INTRA", "1"},            {"TFPIN_LANE_NUMA", "7"},
+  Env env = {{"TFPIN_CPUS", "0,1"},
+             {"TFPIN_INTEROP", "2"},
+             {"TFPIN_INTRA", "1"},
+             {"TFPIN_LANE_NUMA", "7"},
              {"OMP_NUM_THREADS", "1"},
-             {"TFPIN_ENV", "OMP_NUM_THREADS=1;TFPIN_CPUS=0,1;TFPIN_INTEROP=2;TFPIN_INTRA=1;"
-                           "TFPIN_LANE_NUMA=7"}};
+             {"TFPIN_ENV",
+              "OMP_NUM_THREADS=1;TFPIN_CPUS=0,1;TFPIN_INTEROP=2;TFPIN_INTRA=1;"
+              "TFPIN_LANE_NUMA=7"}};
   EXPECT_EQ(tfpin::decode_plan(getter(env))->lanes.size(), 2U);
   Env inner = env;
   tfpin::export_environment(tfpin::environment_for(broadwell_plan(4, 1), {}), false, access(inner));
@@ -251,14 +266,97 @@ TEST(ApplyPlan, ExportsAndPreloadsTheShimOrWarns) {
   Env env = {{"LD_PRELOAD", "libuser.so"}};
   tfpin::ApplyOptions how;
   how.shim = "/nonexistent/libtfpin-shim.so";
-  EXPECT_EQ(tfpin::apply_plan(plan, vars, access(env), how),
-            std::vector<std::string>{"shim /nonexistent/libtfpin-shim.so not found; threads are not "
-                                     "enforced inside the program"});
+  EXPECT_EQ(
+      tfpin::apply_plan(plan, vars, access(env), how).warnings,
+      std::vector<std::string>{"shim /nonexistent/libtfpin-shim.so not found; threads are not "
+                               "enforced inside the program"});
   EXPECT_EQ(tfpin::current_affinity(), plan.cpus());
   EXPECT_EQ(env.at("TFPIN_CPUS"), std::to_string(plan.cpus().at(0)));
   EXPECT_EQ(env.at("LD_PRELOAD"), "libuser.so");
   how.shim = "/proc/self/exe";  // any regular file stands for the shim
-  EXPECT_TRUE(tfpin::apply_plan(plan, vars, access(env), how).empty());
+  EXPECT_TRUE(tfpin::apply_plan(plan, vars, access(env), how).warnings.empty());
   EXPECT_EQ(env.at("LD_PRELOAD"), "/proc/self/exe:libuser.so");
+  tfpin::bind_current_process(saved);
+}
+
+// A plan for CPUs this machine does not have: sched_setaffinity refuses it.
+tfpin::Plan plan_beyond_this_machine() {
+  const unsigned first = tfpin::current_affinity().back() + 1;
+  const tfpin::Topology elsewhere =
+      tfpin::Topology::load(fmt::format("core:2 pu:1(indexes={},{})", first + 100, first + 101));
+  tfpin::PlacementRequest r;
+  r.threads = 1;
+  return tfpin::compute_plan(elsewhere, r);
+}
+
+TEST(ApplyPlan, BindingFailureFailsUnlessToleratedAndThenNothingOfAnyPlanIsLeft) {
+  const std::vector<unsigned> saved = tfpin::current_affinity();
+  const tfpin::Plan plan = plan_beyond_this_machine();
+  const auto vars = tfpin::environment_for(plan, {});
+  // The task inherited an outer plan (a tfpin'd batch script) and the user's own preload.
+  Env env;
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(4, 1), {}), false, access(env));
+  env["LD_PRELOAD"] = "/opt/tfpin/lib/libtfpin-shim.so:libuser.so";
+  env["OMP_PROC_BIND"] = "spread";  // the user's, not tfpin's: stays
+  const Env outer = env;
+  tfpin::ApplyOptions how;
+  how.shim = "/proc/self/exe";
+  try {
+    tfpin::apply_plan(plan, vars, access(env), how);
+    ADD_FAILURE() << "binding to CPUs this machine lacks succeeded";
+  } catch (const tfpin::Error& e) {
+    EXPECT_EQ(e.kind(), tfpin::ErrorKind::system);
+    EXPECT_NE(std::string(e.what()).find("binding to CPUs"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(env, outer);
+  EXPECT_EQ(tfpin::current_affinity(), saved);
+
+  how.tolerate_binding_failure = true;
+  const tfpin::AppliedPlan applied = tfpin::apply_plan(plan, vars, access(env), how);
+  EXPECT_FALSE(applied.bound);
+  ASSERT_EQ(applied.warnings.size(), 1U);
+  EXPECT_NE(applied.warnings[0].find("the task runs unbound, without tfpin"), std::string::npos);
+  EXPECT_EQ(tfpin::current_affinity(), saved);
+  EXPECT_EQ(env, (Env{{"LD_PRELOAD", "libuser.so"}, {"OMP_PROC_BIND", "spread"}}));
+}
+
+// The process's memory policy for the length of a test; the default is put back after.
+class MemoryPolicyGuard {
+ public:
+  MemoryPolicyGuard() = default;
+  ~MemoryPolicyGuard() { set_mempolicy(MPOL_DEFAULT, nullptr, 0); }
+  MemoryPolicyGuard(const MemoryPolicyGuard&) = delete;
+  MemoryPolicyGuard& operator=(const MemoryPolicyGuard&) = delete;
+};
+
+TEST(ApplyPlan, MemoryPolicyChosenBeforeTfpinIsKept) {
+  if (numa_available() < 0) GTEST_SKIP() << "no NUMA support in this kernel";
+  const std::vector<unsigned> saved = tfpin::current_affinity();
+  MemoryPolicyGuard guard;
+  tfpin::PlacementRequest r;
+  r.threads = 1;
+  r.allowed = saved;
+  tfpin::Plan plan = tfpin::compute_plan(tfpin::Topology::host(), r);
+  Env env;
+  EXPECT_EQ(tfpin::inherited_memory_policy(), std::nullopt);
+  EXPECT_EQ(tfpin::apply_plan(plan, {}, access(env), {}).kept_memory_policy, std::nullopt);
+  EXPECT_EQ(tfpin::inherited_memory_policy(), std::nullopt);  // first touch: nothing set
+
+  // As numactl --membind=0 or srun --mem-bind=map_mem:0 leave it.
+  unsigned long node0 = 1;
+  ASSERT_EQ(set_mempolicy(MPOL_BIND, &node0, sizeof node0 * 8), 0) << std::strerror(errno);
+  EXPECT_EQ(tfpin::inherited_memory_policy(), "bind:0");
+  for (auto kind : {tfpin::MemoryPolicyKind::local, tfpin::MemoryPolicyKind::preferred}) {
+    plan.memory = {kind, {0}};
+    EXPECT_EQ(tfpin::apply_plan(plan, {}, access(env), {}).kept_memory_policy, "bind:0");
+    EXPECT_EQ(tfpin::inherited_memory_policy(), "bind:0");
+  }
+  ASSERT_EQ(set_mempolicy(MPOL_INTERLEAVE, &node0, sizeof node0 * 8), 0);
+  EXPECT_EQ(tfpin::apply_plan(plan, {}, access(env), {}).kept_memory_policy, "interleave:0");
+
+  // With no policy of its own, the plan's preference applies.
+  ASSERT_EQ(set_mempolicy(MPOL_DEFAULT, nullptr, 0), 0);
+  EXPECT_EQ(tfpin::apply_plan(plan, {}, access(env), {}).kept_memory_policy, std::nullopt);
+  EXPECT_EQ(tfpin::inherited_memory_policy(), "prefer:0");
   tfpin::bind_current_process(saved);
 }

@@ -1,10 +1,12 @@
 // The plugin's hooks driven through a fake spank_* layer: option and site-config parsing, context
 // dispatch, and what a task gets, without a Slurm.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 
 #include <array>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "fake_spank.hpp"
@@ -65,9 +67,9 @@ TEST(SiteConfig, DefaultsAndEveryKey) {
   EXPECT_TRUE(defaults.shim);
   EXPECT_EQ(defaults.max_threads, 65536U);  // the rest: SnippetListsEveryKeyWithItsDefault
   const std::array<std::string_view, 13> all = {
-      "interop=2",          "blocktime=0",       "hyperthreads=never", "shim=no",
+      "interop=2",           "blocktime=0",       "hyperthreads=never", "shim=no",
       "shim_path=/opt/s.so", "enforcement=clamp", "on_error=fail",      "activation=always",
-      "verbose=yes",        "override_env=yes",  "tf_intraop=threads", "max_threads=64",
+      "verbose=yes",         "override_env=yes",  "tf_intraop=threads", "max_threads=64",
       "max_interop=4"};
   const SiteConfig c = parse_site_config(all);
   EXPECT_EQ(c.interop, 2U);
@@ -111,7 +113,8 @@ TEST(SiteConfig, ErrorsNameTheKeyAndWhatIsValid) {
   EXPECT_NE(config_error({"interop"}).find("'interop' is not key=value"), std::string::npos);
   EXPECT_EQ(config_error({"activation=sometimes"}),
             "plugstack.conf: activation=sometimes is not valid: one of on-request, always");
-  EXPECT_EQ(config_error({"shim=maybe"}), "plugstack.conf: shim=maybe is not valid: one of yes, no");
+  EXPECT_EQ(config_error({"shim=maybe"}),
+            "plugstack.conf: shim=maybe is not valid: one of yes, no");
   EXPECT_NE(config_error({"interop=0"}).find("plugstack.conf: interop=0 is too small"),
             std::string::npos);
   EXPECT_NE(config_error({"blocktime=-1"}).find("blocktime=-1 is not a whole number"),
@@ -293,6 +296,49 @@ TEST(Hooks, OversizedRequestFailsStrictAndClampsOtherwise) {
   ASSERT_EQ(option("tf-threads", "4096"), 0);
   EXPECT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
   EXPECT_TRUE(fake_spank::logged("using"));
+}
+
+// hwloc's description and the kernel's affinity disagree (here HWLOC_SYNTHETIC describes CPUs this
+// process does not have, as a stale or foreign topology would): a fault of the machine, not of the
+// request. on_error=warn runs the task as a job without tfpin, including no plan inherited from an
+// outer step; on_error=fail fails it; a bad request still fails under warn.
+TEST(Hooks, HwlocAndKernelDisagreeingIsTheMachinesFault) {
+  AffinityGuard guard;
+  const std::vector<unsigned> mine = tfpin::current_affinity();
+  // The plan of an outer step (a tfpin'd batch script), as a task would inherit it.
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(init({"shim=no", "activation=always"}), 0);
+  ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+  std::map<std::string, std::string> outer = fake_spank::state().task_env;
+  ASSERT_TRUE(outer.contains("TFPIN_CPUS"));
+  outer["LD_PRELOAD"] = "/usr/lib/tfpin/libtfpin-shim.so:libuser.so";
+  outer["PATH"] = "/bin";
+
+  const std::string elsewhere =
+      fmt::format("core:2 pu:1(indexes={},{})", mine.back() + 1, mine.back() + 2);
+  ASSERT_EQ(setenv("HWLOC_SYNTHETIC", elsewhere.c_str(), 1), 0);
+  auto task = [&](std::vector<std::string> config, const char* threads, const char* interop) {
+    fake_spank::reset(S_CTX_REMOTE);
+    EXPECT_EQ(init(std::move(config)), 0);
+    EXPECT_EQ(option("tf-threads", threads), 0);
+    if (interop != nullptr) EXPECT_EQ(option("tf-interop", interop), 0);
+    fake_spank::state().task_env = outer;
+    return slurm_spank_task_init(fake_spank::handle(), 0, nullptr);
+  };
+  EXPECT_EQ(task({"shim=no"}, "1", nullptr), 0);
+  EXPECT_EQ(fake_spank::state().task_env,
+            (std::map<std::string, std::string>{{"LD_PRELOAD", "libuser.so"}, {"PATH", "/bin"}}));
+  EXPECT_EQ(tfpin::current_affinity(), mine);
+  ASSERT_EQ(fake_spank::state().log.size(), 1U);
+  EXPECT_TRUE(fake_spank::logged("job 42 step 0 task 0: hwloc and the kernel disagree"));
+  EXPECT_TRUE(fake_spank::logged("; the task runs unbound, without tfpin"));
+
+  EXPECT_EQ(task({"shim=no", "on_error=fail"}, "1", nullptr), -1);
+  EXPECT_TRUE(
+      fake_spank::logged("error: tfpin: job 42 step 0 task 0: hwloc and the kernel disagree"));
+  EXPECT_EQ(task({"shim=no"}, "3", "2"), -1);
+  EXPECT_TRUE(fake_spank::logged("--tf-threads=3 is not a multiple of --tf-interop=2"));
+  unsetenv("HWLOC_SYNTHETIC");
 }
 
 TEST(Hooks, OtherContextsDoNothingInTaskInit) {

@@ -196,6 +196,19 @@ class OnRequest(ClusterTest):
         self.assertEqual(task["TFPIN_CPUS"], "unset")
         self.assertEqual(task["OMP_NUM_THREADS"], "unset")
 
+    def test_slurm_memory_binding_is_kept(self):
+        # task/affinity applies --mem-bind before the plugin's task_init; tfpin's plan (first touch
+        # on this one-node machine) must not reset it.
+        policy = "head -n 1 /proc/self/numa_maps | cut -d' ' -f2"
+        for tfpin_args, expected in (([], "bind:0"), (["--tf-threads=2"], "bind:0")):
+            with self.subTest(tfpin_args=tfpin_args):
+                r = self.cluster.srun(["-c", "2", "--mem-bind=map_mem:0", *tfpin_args,
+                                       "sh", "-c", policy])
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout.strip(), expected, r.stderr)
+        r = self.cluster.srun(["-c", "2", "--tf-threads=2", "sh", "-c", policy])
+        self.assertEqual(r.stdout.strip(), "default", r.stderr)
+
     def test_more_threads_than_allocated_fails_the_task(self):
         r = self.cluster.srun(["-c", "1", "--tf-threads=2", "true"])
         self.assertNotEqual(r.returncode, 0)

@@ -1,9 +1,9 @@
 // Placement policy: which cores each inter-op lane of a task uses, where its memory lives.
 //
-// Rules (README "Placement"): threads N = interop M x intra; N must be a positive multiple of M that
-// fits the allowed cores; a lane never straddles a NUMA node when it can fit in one; lanes are spread
-// over NUMA nodes (then packages) before a node gets a second lane; cores inside a lane are compact
-// in hwloc's logical order.
+// Rules (README "Placement"): threads N = interop M x intra; N must be a positive multiple of M
+// that fits the allowed cores; a lane never straddles a NUMA node when it can fit in one; lanes are
+// spread over NUMA nodes (then packages) before a node gets a second lane; cores inside a lane are
+// compact in hwloc's logical order.
 #pragma once
 
 #include <optional>
@@ -31,7 +31,13 @@ struct PlacementRequest {
   unsigned interop = 1;             // M
   HyperthreadPolicy hyperthreads = HyperthreadPolicy::one_per_core;
   std::optional<std::vector<unsigned>> allowed;  // OS PU indices; unset = every online PU
-  bool clamp = false;  // N larger than what is allowed: shrink to fit (with a warning) instead of failing
+  // The allowed set is the user's (tfpin --cpuset) rather than the kernel's affinity (Slurm's, a
+  // task's). An allowed set that does not fit the topology is then the user's error
+  // (ErrorKind::invalid_request); otherwise hwloc and the kernel disagree (ErrorKind::topology),
+  // which a site may tolerate (on_error=warn).
+  bool allowed_by_user = false;
+  bool clamp =
+      false;  // N larger than what is allowed: shrink to fit (with a warning) instead of failing
   // M is a site default rather than the user's: it shrinks to the largest value that divides N and
   // fits the allowed cores instead of failing a request that never mentioned it.
   bool interop_is_default = false;
@@ -39,7 +45,8 @@ struct PlacementRequest {
 };
 
 enum class MemoryPolicyKind {
-  local,      // first touch: the default, right when lanes sit on several nodes and touch their own data
+  local,      // first touch: the default, right when lanes sit on several nodes and touch their own
+              // data
   preferred,  // the whole task sits on one node of a multi-node machine: allocate there, and spill
               // to other nodes (HBM, CXL, the other socket) rather than fail when it is full
 };

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,9 @@ nlohmann::json plan_to_json(const Topology& topology, const Plan& plan,
 std::string json_text(const nlohmann::json& value, int indent = -1);
 
 std::string describe_topology(const Topology& topology);
+// `kept_memory_policy`: the process's own policy, kept instead of the plan's (apply_plan).
 std::string describe_plan(const Topology& topology, const Plan& plan,
-                          const std::vector<EnvVar>& environment);
+                          const std::vector<EnvVar>& environment,
+                          const std::optional<std::string>& kept_memory_policy = std::nullopt);
 
 }  // namespace tfpin
