@@ -46,7 +46,8 @@
 // is linked with -z nodelete because threads keep running its trampoline.
 //
 // Files: this one is the policy (plan, hooks); forwarded_symbols.def lists every function the
-// shim forwards; elf_lookup.c finds definitions among the loaded objects (mechanism only).
+// shim forwards; elf_lookup.c finds definitions among the loaded objects (mechanism only);
+// plan_parser.c reads the TFPIN_* hand-over.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -70,33 +71,19 @@
 #include <unistd.h>
 
 #include "elf_lookup.h"
+#include "plan_parser.h"
 #include "tfpin/plan_contract.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define TLS_IE __attribute__((tls_model("initial-exec")))
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define RA() __builtin_return_address(0)
-#define STR(x) STR_(x)
-#define STR_(x) #x
 
 // glibc's internal name for sysconf: usable while our own pointers are being resolved.
 extern long __sysconf(int name);
 
 // ---------------------------------------------------------------------------------------------
-// Fixed-size CPU masks (no CPU_ALLOC) of TFPIN_MAX_CPUS bits, the limit tfpin plans within.
-enum { TF_MASK_WORDS = TFPIN_MAX_CPUS / 64 };
-_Static_assert(TFPIN_MAX_CPUS % 64 == 0 && TFPIN_MAX_CPUS <= 65536,
-               "masks of whole words, uint16_t ids");
-typedef struct {
-  uint64_t w[TF_MASK_WORDS];
-} tf_mask;
-
-static inline void mask_set(tf_mask* m, unsigned cpu) {
-  m->w[cpu / 64] |= UINT64_C(1) << (cpu % 64);
-}
-static inline bool mask_has(const tf_mask* m, unsigned cpu) {
-  return (m->w[cpu / 64] >> (cpu % 64)) & 1u;
-}
+// CPU masks (tf_mask, mask_set, mask_has: plan_parser.h).
 static bool mask_empty(const tf_mask* m) {
   for (unsigned i = 0; i < TF_MASK_WORDS; ++i)
     if (m->w[i]) return false;
@@ -112,10 +99,7 @@ static void mask_from_user(tf_mask* m, size_t size, const void* set) {
 // ---------------------------------------------------------------------------------------------
 // The plan (written once in init_once, read-only afterwards).
 static bool g_active;
-static unsigned g_ncpus, g_interop, g_intra;
-static unsigned g_max_cpu;  // the highest CPU id in the plan
-static uint16_t g_cpus[TFPIN_MAX_CPUS];  // lane order
-static tf_mask g_plan_mask;
+static shim_plan g_plan;
 static char g_cpus_text[256];  // for the report (truncated)
 enum { REPORT_NONE, REPORT_STDERR, REPORT_FILE };
 static int g_report;
@@ -275,69 +259,11 @@ static void set_own_mask(const tf_mask* m) {
 static void pin_to_index(unsigned index) {
   tf_mask m;
   memset(&m, 0, sizeof m);
-  mask_set(&m, g_cpus[index]);
+  mask_set(&m, g_plan.cpus[index]);
   set_own_mask(&m);
 }
-static void pin_to_plan(void) { set_own_mask(&g_plan_mask); }
+static void pin_to_plan(void) { set_own_mask(&g_plan.mask); }
 
-// ---------------------------------------------------------------------------------------------
-// Plan parsing without malloc.
-static bool parse_uint(const char* s, unsigned max, unsigned* out) {
-  if (s == NULL || *s == '\0') return false;
-  unsigned long v = 0;
-  for (; *s; ++s) {
-    if (*s < '0' || *s > '9') return false;
-    v = v * 10 + (unsigned long)(*s - '0');
-    if (v > max) return false;
-  }
-  *out = (unsigned)v;
-  return true;
-}
-
-#define NOT_A_CPULIST TFPIN_VAR_CPUS " is not a cpu list like 0-3,8"
-#define CPU_TOO_HIGH TFPIN_VAR_CPUS " names a cpu index >= " STR(TFPIN_MAX_CPUS)
-// Returns NULL on success, else a short reason.
-static const char* parse_cpulist(const char* text) {
-  g_ncpus = 0;
-  g_max_cpu = 0;
-  memset(&g_plan_mask, 0, sizeof g_plan_mask);
-  if (*text == '\0') return TFPIN_VAR_CPUS " is empty";
-  const char* p = text;
-  for (;;) {
-    unsigned first = 0, last = 0;
-    if (*p < '0' || *p > '9') return NOT_A_CPULIST;
-    unsigned long v = 0;
-    while (*p >= '0' && *p <= '9') {
-      v = v * 10 + (unsigned long)(*p++ - '0');
-      if (v >= TFPIN_MAX_CPUS) return CPU_TOO_HIGH;
-    }
-    first = last = (unsigned)v;
-    if (*p == '-') {
-      ++p;
-      if (*p < '0' || *p > '9') return NOT_A_CPULIST;
-      v = 0;
-      while (*p >= '0' && *p <= '9') {
-        v = v * 10 + (unsigned long)(*p++ - '0');
-        if (v >= TFPIN_MAX_CPUS) return CPU_TOO_HIGH;
-      }
-      last = (unsigned)v;
-    }
-    const int step = last >= first ? 1 : -1;
-    for (unsigned cpu = first;; cpu = (unsigned)((int)cpu + step)) {
-      if (mask_has(&g_plan_mask, cpu)) return TFPIN_VAR_CPUS " lists a cpu twice";
-      if (g_ncpus >= TFPIN_MAX_CPUS)
-        return TFPIN_VAR_CPUS " lists more than " STR(TFPIN_MAX_CPUS) " cpus";
-      mask_set(&g_plan_mask, cpu);
-      g_cpus[g_ncpus++] = (uint16_t)cpu;
-      if (cpu > g_max_cpu) g_max_cpu = cpu;
-      if (cpu == last) break;
-    }
-    if (*p == '\0') break;
-    if (*p != ',') return NOT_A_CPULIST;
-    ++p;
-  }
-  return NULL;
-}
 
 // ---------------------------------------------------------------------------------------------
 // Output without stdio.
@@ -389,12 +315,12 @@ static void ob_prefix(outbuf* o) {
 
 // The lane with the fewest live masters, ties broken round-robin; its master count is taken.
 static unsigned pick_lane(void) {
-  const unsigned start = atomic_fetch_add_explicit(&g_lane_rr, 1, memory_order_relaxed) % g_interop;
+  const unsigned start = atomic_fetch_add_explicit(&g_lane_rr, 1, memory_order_relaxed) % g_plan.interop;
   for (;;) {
     unsigned best = start;
     int best_v = atomic_load_explicit(&g_lane_masters[start], memory_order_relaxed);
-    for (unsigned i = 1; i < g_interop; ++i) {
-      const unsigned lane = (start + i) % g_interop;
+    for (unsigned i = 1; i < g_plan.interop; ++i) {
+      const unsigned lane = (start + i) % g_plan.interop;
       const int v = atomic_load_explicit(&g_lane_masters[lane], memory_order_relaxed);
       if (v < best_v) {
         best = lane;
@@ -410,12 +336,12 @@ static unsigned pick_lane(void) {
 // The least-occupied core of `lane`, scanning from lane core `start_k`; returns its plan index
 // and counts the new occupant.
 static unsigned pick_core(unsigned lane, unsigned start_k) {
-  const unsigned base = lane * g_intra;
+  const unsigned base = lane * g_plan.intra;
   for (;;) {
-    unsigned best = base + start_k % g_intra;
+    unsigned best = base + start_k % g_plan.intra;
     int best_v = atomic_load_explicit(&g_occupancy[best], memory_order_relaxed);
-    for (unsigned i = 1; i < g_intra; ++i) {
-      const unsigned idx = base + (start_k + i) % g_intra;
+    for (unsigned i = 1; i < g_plan.intra; ++i) {
+      const unsigned idx = base + (start_k + i) % g_plan.intra;
       const int v = atomic_load_explicit(&g_occupancy[idx], memory_order_relaxed);
       if (v < best_v) {
         best = idx;
@@ -498,7 +424,7 @@ static void* tf_thread_start(void* p) {
     // glibc already applied the attr's mask: keep its part inside the plan.
     tf_mask m;
     if (raw_getaffinity(0, &m) == 0) {
-      for (unsigned i = 0; i < TF_MASK_WORDS; ++i) m.w[i] &= g_plan_mask.w[i];
+      for (unsigned i = 0; i < TF_MASK_WORDS; ++i) m.w[i] &= g_plan.mask.w[i];
       if (mask_empty(&m)) {
         count(&c_escapes);
         pin_to_plan();
@@ -582,7 +508,7 @@ EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (
     // master's workers from the master itself).
     become_master();
     const unsigned lane = (unsigned)tl_lane;
-    const unsigned own_k = (unsigned)tl_cpu - lane * g_intra;
+    const unsigned own_k = (unsigned)tl_cpu - lane * g_plan.intra;
     index = (int)pick_core(lane, own_k + 1);
   } else {
     attr_affinity = attr_has_affinity(attr);
@@ -613,11 +539,11 @@ EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (
 // CPU count.
 // The configured count bounds CPU ids: the machine's, and at least the highest plan CPU + 1.
 static long configured_cpus(long real) {
-  return real > (long)g_max_cpu ? real : (long)g_max_cpu + 1;
+  return real > (long)g_plan.max_cpu ? real : (long)g_plan.max_cpu + 1;
 }
 
 EXPORT long sysconf(int name) {
-  if (name == _SC_NPROCESSORS_ONLN && active()) return (long)g_ncpus;
+  if (name == _SC_NPROCESSORS_ONLN && active()) return (long)g_plan.ncpus;
   const long real =
       UNLIKELY(!ready()) || real_sysconf == NULL ? __sysconf(name) : real_sysconf(name);
   if (name == _SC_NPROCESSORS_CONF && active()) return configured_cpus(real);
@@ -625,7 +551,7 @@ EXPORT long sysconf(int name) {
 }
 
 EXPORT int get_nprocs(void) {
-  if (active()) return (int)g_ncpus;
+  if (active()) return (int)g_plan.ncpus;
   if (UNLIKELY(!ready()) || real_get_nprocs == NULL) return (int)__sysconf(_SC_NPROCESSORS_ONLN);
   return real_get_nprocs();
 }
@@ -639,8 +565,8 @@ EXPORT int get_nprocs_conf(void) {
 
 // Overwrites a successful query's result with the plan set (bits that fit in `size`).
 static void fill_plan(size_t size, cpu_set_t* set) {
-  const size_t n = size < sizeof g_plan_mask ? size : sizeof g_plan_mask;
-  memcpy(set, &g_plan_mask, n);
+  const size_t n = size < sizeof g_plan.mask ? size : sizeof g_plan.mask;
+  memcpy(set, &g_plan.mask, n);
   memset((char*)set + n, 0, size - n);
 }
 
@@ -678,9 +604,9 @@ EXPORT int pthread_getaffinity_np(pthread_t thread, size_t size, cpu_set_t* set)
 static void clip_request(size_t size, const cpu_set_t* req, tf_mask* out) {
   tf_mask asked;
   mask_from_user(&asked, size, req);
-  for (unsigned i = 0; i < TF_MASK_WORDS; ++i) out->w[i] = asked.w[i] & g_plan_mask.w[i];
+  for (unsigned i = 0; i < TF_MASK_WORDS; ++i) out->w[i] = asked.w[i] & g_plan.mask.w[i];
   if (mask_empty(out)) {
-    *out = g_plan_mask;
+    *out = g_plan.mask;
     count(&c_escapes);
   } else if (!mask_equal(out, &asked)) {
     count(&c_clipped);
@@ -883,24 +809,24 @@ static void* resolve_fwd(enum fwd_id id, const void* ra) {
 static unsigned clamp_team(unsigned n, const void* ra) {
   if (!active() || tl_in_hook) return n;
   become_master();
-  if (n > g_intra) {
+  if (n > g_plan.intra) {
     count(&c_teams_clamped);
-    return g_intra;
+    return g_plan.intra;
   }
   if (n == 0) {  // the runtime's default: nthreads-var, which OMP_NUM_THREADS or a direct call set
     int (*max_threads)(void);
     AS_FN(max_threads, resolve_fwd(F_omp_get_max_threads, ra));
-    if (max_threads != NULL && max_threads() > (int)g_intra) {
+    if (max_threads != NULL && max_threads() > (int)g_plan.intra) {
       count(&c_teams_clamped);
-      return g_intra;
+      return g_plan.intra;
     }
   }
   return n;
 }
 static int clamp_setter(int n) {
-  if (active() && n > (int)g_intra) {
+  if (active() && n > (int)g_plan.intra) {
     count(&c_setters_clamped);
-    return (int)g_intra;
+    return (int)g_plan.intra;
   }
   return n;
 }
@@ -1077,9 +1003,9 @@ static void atfork_child(void) {
                                &c_runtime_kept};
   for (size_t i = 0; i < sizeof counters / sizeof counters[0]; ++i)
     atomic_store_explicit(counters[i], 0, memory_order_relaxed);
-  for (unsigned i = 0; i < g_ncpus; ++i)
+  for (unsigned i = 0; i < g_plan.ncpus; ++i)
     atomic_store_explicit(&g_occupancy[i], 0, memory_order_relaxed);
-  for (unsigned i = 0; i < g_interop; ++i) {
+  for (unsigned i = 0; i < g_plan.interop; ++i) {
     atomic_store_explicit(&g_lane_masters[i], 0, memory_order_relaxed);
     atomic_store_explicit(&g_lane_used[i], 0, memory_order_relaxed);
   }
@@ -1144,15 +1070,8 @@ static void init_once(void) {
         g_report = REPORT_FILE;
       }
     }
-    const char* why = parse_cpulist(cpus);
-    if (why == NULL && !parse_uint(secure_getenv(TFPIN_VAR_INTEROP), TFPIN_MAX_LANES, &g_interop))
-      why = TFPIN_VAR_INTEROP " is missing or not a positive integer";
-    if (why == NULL && !parse_uint(secure_getenv(TFPIN_VAR_INTRA), TFPIN_MAX_INTRA, &g_intra))
-      why = TFPIN_VAR_INTRA " is missing or not a positive integer";
-    if (why == NULL && (g_interop == 0 || g_intra == 0))
-      why = TFPIN_VAR_INTEROP " and " TFPIN_VAR_INTRA " must be positive";
-    if (why == NULL && g_interop * g_intra != g_ncpus)
-      why = TFPIN_VAR_CPUS " does not list " TFPIN_VAR_INTEROP " x " TFPIN_VAR_INTRA " cpus";
+    const char* why = shim_parse_plan(cpus, secure_getenv(TFPIN_VAR_INTEROP),
+                                      secure_getenv(TFPIN_VAR_INTRA), &g_plan);
     if (why == NULL && (real_pthread_create == NULL || real_sched_setaffinity == NULL ||
                         real_sched_getaffinity == NULL))
       why = "cannot resolve the C library's functions";
@@ -1163,7 +1082,7 @@ static void init_once(void) {
       ob_str(&o, why);
       ob_str(&o, "); the shim is inactive\n");
       emit(&o);
-      g_ncpus = 0;
+      g_plan.ncpus = 0;
     } else {
       size_t len = strlen(cpus);
       if (len >= sizeof g_cpus_text) len = sizeof g_cpus_text - 1;
@@ -1185,16 +1104,16 @@ __attribute__((destructor)) static void tfpin_shim_report(void) {
   if (!atomic_load_explicit(&g_ready, memory_order_acquire) || !g_active || g_report == REPORT_NONE)
     return;
   unsigned lanes = 0;
-  for (unsigned i = 0; i < g_interop; ++i)
+  for (unsigned i = 0; i < g_plan.interop; ++i)
     lanes += atomic_load_explicit(&g_lane_used[i], memory_order_relaxed) ? 1u : 0u;
   outbuf o = {.n = 0};
   ob_prefix(&o);
   ob_str(&o, "cpus=");
   ob_str(&o, g_cpus_text);
   ob_str(&o, " interop=");
-  ob_u64(&o, g_interop);
+  ob_u64(&o, g_plan.interop);
   ob_str(&o, " intra=");
-  ob_u64(&o, g_intra);
+  ob_u64(&o, g_plan.intra);
   ob_str(&o, " threads_created=");
   ob_u64(&o, atomic_load_explicit(&c_workers, memory_order_relaxed) +
                  atomic_load_explicit(&c_others, memory_order_relaxed) +
@@ -1220,7 +1139,7 @@ __attribute__((destructor)) static void tfpin_shim_report(void) {
   ob_str(&o, " lanes_used=");
   ob_u64(&o, lanes);
   ob_str(&o, "/");
-  ob_u64(&o, g_interop);
+  ob_u64(&o, g_plan.interop);
   ob_str(&o, "\n");
   emit(&o);
 }
