@@ -49,6 +49,11 @@
 // shim forwards; elf_lookup.c finds definitions among the loaded objects (mechanism only);
 // plan_parser.c reads the TFPIN_* hand-over.
 #define _GNU_SOURCE
+// The shim defines open and open64, fopen and fopen64, ... each under its own name: without this,
+// the headers would rename the first of each pair to the second (meson builds with
+// -D_FILE_OFFSET_BITS=64; on 64-bit targets both are the same calls).
+#undef _FILE_OFFSET_BITS
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +68,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -70,6 +76,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpu_files.h"
 #include "elf_lookup.h"
 #include "plan_parser.h"
 #include "tfpin/plan_contract.h"
@@ -100,6 +107,7 @@ static void mask_from_user(tf_mask* m, size_t size, const void* set) {
 // The plan (written once in init_once, read-only afterwards).
 static bool g_active;
 static shim_plan g_plan;
+static bool g_cpu_files = true;  // serve the plan's view of the CPU files (TFPIN_CPU_FILES)
 static char g_cpus_text[256];  // for the report (truncated)
 enum { REPORT_NONE, REPORT_STDERR, REPORT_FILE };
 static int g_report;
@@ -133,7 +141,7 @@ static _Thread_local int tl_cpu TLS_IE;      // plan index this thread is pinned
 // Per-process counters (reset in a forked child).
 // threads_created is not a counter of its own: it is workers + others + unpinned.
 static atomic_ullong c_workers, c_others, c_unpinned, c_masters, c_teams_clamped,
-    c_setters_clamped, c_clipped, c_escapes, c_runtime_kept;
+    c_setters_clamped, c_clipped, c_escapes, c_runtime_kept, c_cpu_views;
 static atomic_int g_occupancy[TFPIN_MAX_CPUS];      // live pinned threads per plan index
 static atomic_int g_lane_masters[TFPIN_MAX_LANES];  // live masters per lane
 static atomic_uchar g_lane_used[TFPIN_MAX_LANES];
@@ -161,7 +169,7 @@ static inline void count(atomic_ullong* c) {
 // ---------------------------------------------------------------------------------------------
 // Raw helpers (no hooks, no libc state, no errno): the shim hooks libc's syscall() itself.
 // Returns the kernel's result: >= 0, or -errno.
-static long raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
+long tf_raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
 #if defined(__x86_64__)
   long ret;
   register long r10 __asm__("r10") = a4;
@@ -195,7 +203,7 @@ static long raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5, lo
 #endif
 }
 static long raw_syscall(long n, long a1, long a2, long a3) {
-  return raw_syscall6(n, a1, a2, a3, 0, 0, 0);
+  return tf_raw_syscall6(n, a1, a2, a3, 0, 0, 0);
 }
 static int raw_setaffinity(pid_t tid, const tf_mask* m) {
   return (int)raw_syscall(SYS_sched_setaffinity, tid, (long)sizeof *m, (long)(uintptr_t)m);
@@ -238,7 +246,7 @@ static void run_init_once(void) {
     }
     // Bounded wait: the pid is stored just after the swap, so a fork in between is seen later.
     const struct timespec wait = {0, 1000000};
-    raw_syscall6(SYS_futex, (long)(uintptr_t)&g_init_state, FUTEX_WAIT_PRIVATE, INIT_RUNNING,
+    tf_raw_syscall6(SYS_futex, (long)(uintptr_t)&g_init_state, FUTEX_WAIT_PRIVATE, INIT_RUNNING,
                  (long)(uintptr_t)&wait, 0, 0);
   }
 }
@@ -563,6 +571,151 @@ EXPORT int get_nprocs_conf(void) {
   return active() ? (int)configured_cpus(real) : real;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The CPU files (cpu_files.c): open, openat, fopen and their 64-bit and fortified forms serve the
+// plan's view of /sys/devices/system/cpu, /proc/cpuinfo and /proc/stat; readdir skips the cpuN
+// directories of CPUs outside the plan. Everything else is forwarded.
+static bool cpu_files_on(void) { return active() && g_cpu_files && !tl_in_init; }
+
+// A view for openat(dirfd, path, flags): a descriptor, -1 (errno set), or CPU_VIEW_PASS.
+static int open_view(int dirfd, const char* path, int flags) {
+  if (!cpu_files_on()) return CPU_VIEW_PASS;
+  const int saved = errno;
+  const int fd = cpu_view_open(&g_plan, "", dirfd, path, flags);
+  if (fd >= 0) {
+    count(&c_cpu_views);
+    errno = saved;
+  }
+  return fd;
+}
+
+static mode_t open_mode(int flags, va_list ap) {
+  return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+
+// The real openat when the C library's own is not resolved yet (a call before init).
+static int forward_openat(int (*real)(int, const char*, int, ...), int dirfd, const char* path,
+                          int flags, mode_t mode) {
+  if (real != NULL) return real(dirfd, path, flags, mode);
+  const long r = tf_raw_syscall6(SYS_openat, dirfd, (long)(uintptr_t)path, flags, mode, 0, 0);
+  if (r < 0) {
+    errno = (int)-r;
+    return -1;
+  }
+  return (int)r;
+}
+
+#define OPEN_HOOK(name)                                                       \
+  EXPORT int name(const char* path, int flags, ...) {                          \
+    va_list ap;                                                               \
+    va_start(ap, flags);                                                      \
+    const mode_t mode = open_mode(flags, ap);                                 \
+    va_end(ap);                                                               \
+    const int fd = open_view(AT_FDCWD, path, flags);                          \
+    if (fd != CPU_VIEW_PASS) return fd;                                       \
+    if (real_##name != NULL) return real_##name(path, flags, mode);           \
+    return forward_openat(NULL, AT_FDCWD, path, flags, mode);                 \
+  }
+#define OPENAT_HOOK(name)                                                     \
+  EXPORT int name(int dirfd, const char* path, int flags, ...) {               \
+    va_list ap;                                                               \
+    va_start(ap, flags);                                                      \
+    const mode_t mode = open_mode(flags, ap);                                 \
+    va_end(ap);                                                               \
+    const int fd = open_view(dirfd, path, flags);                             \
+    if (fd != CPU_VIEW_PASS) return fd;                                       \
+    return forward_openat(real_##name, dirfd, path, flags, mode);             \
+  }
+OPEN_HOOK(open)
+OPEN_HOOK(open64)
+OPENAT_HOOK(openat)
+OPENAT_HOOK(openat64)
+
+// _FORTIFY_SOURCE's checked forms (no mode: they are only used without O_CREAT).
+EXPORT int __open_2(const char* path, int flags) {
+  const int fd = open_view(AT_FDCWD, path, flags);
+  if (fd != CPU_VIEW_PASS) return fd;
+  return real___open_2 != NULL ? real___open_2(path, flags)
+                               : forward_openat(NULL, AT_FDCWD, path, flags, 0);
+}
+EXPORT int __open64_2(const char* path, int flags) {
+  const int fd = open_view(AT_FDCWD, path, flags);
+  if (fd != CPU_VIEW_PASS) return fd;
+  return real___open64_2 != NULL ? real___open64_2(path, flags)
+                                 : forward_openat(NULL, AT_FDCWD, path, flags, 0);
+}
+EXPORT int __openat_2(int dirfd, const char* path, int flags) {
+  const int fd = open_view(dirfd, path, flags);
+  if (fd != CPU_VIEW_PASS) return fd;
+  return real___openat_2 != NULL ? real___openat_2(dirfd, path, flags)
+                                 : forward_openat(NULL, dirfd, path, flags, 0);
+}
+EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
+  const int fd = open_view(dirfd, path, flags);
+  if (fd != CPU_VIEW_PASS) return fd;
+  return real___openat64_2 != NULL ? real___openat64_2(dirfd, path, flags)
+                                   : forward_openat(NULL, dirfd, path, flags, 0);
+}
+
+// fopen's own open is internal to the C library: the view is opened here and wrapped.
+static FILE* fopen_view(const char* path, const char* mode, bool* served) {
+  *served = false;
+  if (mode == NULL || mode[0] != 'r' || strchr(mode, '+') != NULL) return NULL;
+  const int fd = open_view(AT_FDCWD, path, O_RDONLY | (strchr(mode, 'e') != NULL ? O_CLOEXEC : 0));
+  if (fd == CPU_VIEW_PASS) return NULL;
+  *served = true;
+  if (fd < 0) return NULL;
+  FILE* f = fdopen(fd, mode);
+  if (f == NULL) close(fd);
+  return f;
+}
+EXPORT FILE* fopen(const char* path, const char* mode) {
+  bool served;
+  FILE* f = fopen_view(path, mode, &served);
+  if (served) return f;
+  if (real_fopen == NULL) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  return real_fopen(path, mode);
+}
+EXPORT FILE* fopen64(const char* path, const char* mode) {
+  bool served;
+  FILE* f = fopen_view(path, mode, &served);
+  if (served) return f;
+  if (real_fopen64 == NULL) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  return real_fopen64(path, mode);
+}
+
+// Listings of /sys/devices/system/cpu skip the cpuN entries of CPUs outside the plan.
+EXPORT struct dirent* readdir(DIR* dir) {
+  if (real_readdir == NULL) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  struct dirent* entry;
+  do {
+    entry = real_readdir(dir);
+  } while (entry != NULL && cpu_files_on() &&
+           cpu_view_hides_entry(&g_plan, dirfd(dir), entry->d_name));
+  return entry;
+}
+EXPORT struct dirent64* readdir64(DIR* dir) {
+  if (real_readdir64 == NULL) {
+    errno = ENOSYS;
+    return NULL;
+  }
+  struct dirent64* entry;
+  do {
+    entry = real_readdir64(dir);
+  } while (entry != NULL && cpu_files_on() &&
+           cpu_view_hides_entry(&g_plan, dirfd(dir), entry->d_name));
+  return entry;
+}
+
 // Overwrites a successful query's result with the plan set (bits that fit in `size`).
 static void fill_plan(size_t size, cpu_set_t* set) {
   const size_t n = size < sizeof g_plan.mask ? size : sizeof g_plan.mask;
@@ -676,7 +829,7 @@ EXPORT long syscall(long number, ...) {
     }
   }
   if (UNLIKELY(real_syscall == NULL)) {  // only while init_once resolves on this thread
-    const long r = raw_syscall6(number, a1, a2, a3, a4, a5, a6);
+    const long r = tf_raw_syscall6(number, a1, a2, a3, a4, a5, a6);
     if (r < 0 && r > -4096) {
       errno = (int)-r;
       return -1;
@@ -1000,7 +1153,7 @@ EXPORT void goto_set_num_threads(int n) {
 static void atfork_child(void) {
   atomic_ullong* counters[] = {&c_workers,       &c_others,          &c_unpinned, &c_masters,
                                &c_teams_clamped, &c_setters_clamped, &c_clipped,  &c_escapes,
-                               &c_runtime_kept};
+                               &c_runtime_kept,  &c_cpu_views};
   for (size_t i = 0; i < sizeof counters / sizeof counters[0]; ++i)
     atomic_store_explicit(counters[i], 0, memory_order_relaxed);
   for (unsigned i = 0; i < g_plan.ncpus; ++i)
@@ -1072,6 +1225,8 @@ static void init_once(void) {
     }
     const char* why = shim_parse_plan(cpus, secure_getenv(TFPIN_VAR_INTEROP),
                                       secure_getenv(TFPIN_VAR_INTRA), &g_plan);
+    const char* cpu_files = secure_getenv(TFPIN_VAR_CPU_FILES);
+    g_cpu_files = cpu_files == NULL || strcmp(cpu_files, "0") != 0;
     if (why == NULL && (real_pthread_create == NULL || real_sched_setaffinity == NULL ||
                         real_sched_getaffinity == NULL))
       why = "cannot resolve the C library's functions";
@@ -1131,6 +1286,7 @@ __attribute__((destructor)) static void tfpin_shim_report(void) {
       {" affinity_clipped=", &c_clipped},
       {" escapes_refused=", &c_escapes},
       {" runtime_binds_kept=", &c_runtime_kept},
+      {" cpu_file_views=", &c_cpu_views},
   };
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) {
     ob_str(&o, fields[i].name);

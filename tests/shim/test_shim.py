@@ -28,6 +28,8 @@ CTOR_PLUGIN = os.environ.get("SHIM_CTOR_PLUGIN", "")
 INTERPOSER = os.environ.get("SHIM_INTERPOSER", "")
 PROBE_KMP = os.environ.get("SHIM_PROBE_KMP", "")
 TFPIN = os.environ.get("TFPIN_EXE", "")
+PROBE_CPUFILES = os.environ.get("SHIM_PROBE_CPUFILES", "")
+PROBE_CPUINFO = os.environ.get("SHIM_PROBE_CPUINFO", "")
 PYTHON = "/usr/bin/python3"
 
 # Plans use the first two CPUs this test may use (0 and 1 on the 2-core build machine).
@@ -235,6 +237,98 @@ class Sanitizers(unittest.TestCase):
             self.assertEqual(r, {"threads": 4, "online": online})
 
 
+def machine_online():
+    with open("/sys/devices/system/cpu/online") as f:
+        return f.read().strip()
+
+
+def machine_processors():
+    with open("/proc/cpuinfo") as f:
+        return sum(1 for line in f if line.startswith("processor"))
+
+
+class CpuFiles(unittest.TestCase):
+    """Programs that count CPUs from /sys and /proc, not sysconf: the shim serves them the plan's
+    view of the CPU files (shim/cpu_files.c); the machine's without a plan or with
+    TFPIN_CPU_FILES=0. Each check has its control without the shim."""
+
+    def sh(self, command, plan_env=None, preload=True, env=None):
+        return run(["sh", "-c", command], plan_env=plan_env, preload=preload, env=env).stdout.strip()
+
+    @unittest.skipUnless(PROBE_CPUINFO, "libcpuinfo-dev is not installed (scripts/setup installs it)")
+    def test_libcpuinfo_pool_is_the_plans(self):
+        machine = last_json(run([PROBE_CPUINFO], preload=False).stdout)
+        self.assertEqual(machine["processors"], len(CPUS) if len(CPUS) == machine_processors()
+                         else machine["processors"])
+        self.assertEqual(machine["pool"], machine["processors"])
+        one = last_json(run([PROBE_CPUINFO], plan_env=plan(f"{B}", 1, 1)).stdout)
+        self.assertEqual((one["processors"], one["cores"], one["pool"]), (1, 1, 1))
+        two = last_json(run([PROBE_CPUINFO], plan_env=plan(f"{A},{B}", 2, 1)).stdout)
+        self.assertEqual((two["processors"], two["cores"], two["pool"]), (2, 2, 2))
+        # The view switched off: the machine again.
+        off = last_json(run([PROBE_CPUINFO], plan_env=plan(f"{B}", 1, 1),
+                            env={"TFPIN_CPU_FILES": "0"}).stdout)
+        self.assertEqual(off["processors"], machine["processors"])
+
+    def test_tools_agree_with_the_plan(self):
+        one = plan(f"{B}", 1, 1)
+        self.assertEqual(self.sh("nproc", one), "1")
+        self.assertEqual(self.sh("nproc --all", one), self.sh("nproc --all", preload=False))
+        self.assertEqual(self.sh("grep -c ^processor /proc/cpuinfo", one), "1")
+        self.assertEqual(self.sh(f"grep '^processor' /proc/cpuinfo", one).split(":")[1].strip(),
+                         str(B), "real CPU ids, not renumbered")
+        self.assertEqual(self.sh("grep -c '^cpu[0-9]' /proc/stat", one), "1")
+        self.assertEqual(self.sh("cat /sys/devices/system/cpu/online", one), str(B))
+        self.assertEqual(self.sh("cat /sys/devices/system/cpu/present", one), str(B))
+        self.assertEqual(self.sh("cat /sys/devices/system/cpu/possible", one),
+                         self.sh("cat /sys/devices/system/cpu/possible", preload=False))
+        self.assertEqual(self.sh(f"cat /sys/devices/system/cpu/cpu{A}/online", one), "0")
+        self.assertEqual(self.sh("ls /sys/devices/system/cpu | grep -c '^cpu[0-9]'", one), "1")
+        lscpu = self.sh("lscpu", one)
+        self.assertRegex(lscpu, rf"On-line CPU\(s\) list: +{B}\n")
+        self.assertRegex(lscpu, r"\nCPU\(s\): +1\n")
+        self.assertRegex(self.sh("lscpu", preload=False), rf"\nCPU\(s\): +{machine_processors()}\n")
+        counts = last_json(run([PYTHON, "-c", PY_COUNTS], plan_env=one).stdout)
+        self.assertEqual((counts["cpu_count"], counts["affinity"]), (1, [B]))
+        self.assertEqual(self.sh("grep -c ^processor /proc/cpuinfo", preload=False),
+                         str(machine_processors()))
+
+    def test_siblings_of_the_plans_cpus_only(self):
+        one = plan(f"{B}", 1, 1)
+        topology = f"/sys/devices/system/cpu/cpu{B}/topology"
+        self.assertEqual(self.sh(f"cat {topology}/package_cpus_list", one), str(B))
+        mask = self.sh(f"cat {topology}/package_cpus", one)
+        self.assertEqual(int(mask.replace(",", ""), 16), 1 << B)
+        self.assertEqual(len(mask), len(self.sh(f"cat {topology}/package_cpus", preload=False)))
+        self.assertEqual(self.sh("grep -m1 '^siblings' /proc/cpuinfo", one).split(":")[1].strip(), "1")
+
+    def test_constructor_threads_fork_and_exec(self):
+        r = last_json(run([PROBE_CPUFILES], plan_env=plan(f"{B}", 1, 1)).stdout)
+        self.assertEqual(r, {"ctor_online": str(B), "online": str(B), "present": str(B),
+                             "processors": 1, "stat_cpus": 1, "cpu_dirs": 1, "threads_agree": True,
+                             "fork_online": str(B)})
+        control = last_json(run([PROBE_CPUFILES], preload=False).stdout)
+        self.assertEqual(control["online"], machine_online())
+        self.assertEqual(control["processors"], machine_processors())
+        # exec: a child with a plan of its own gets its own view.
+        out = self.sh(f"cat /sys/devices/system/cpu/online; TFPIN_CPUS={A} "
+                      "cat /sys/devices/system/cpu/online", plan(f"{B}", 1, 1))
+        self.assertEqual(out.split(), [str(B), str(A)])
+
+    def test_report_counts_views_and_nothing_without_plan(self):
+        # (Python rather than cat: coreutils close stderr before the shim's report at exit.)
+        code = ("for path in ('/sys/devices/system/cpu/online', '/proc/cpuinfo', '/etc/hostname'):"
+                " open(path).read()")
+        p = run([PYTHON, "-c", code], plan_env=plan(f"{B}", 1, 1), env={"TFPIN_REPORT": "stderr"})
+        (report,) = reports(p.stderr).values()
+        self.assertEqual(report["cpu_file_views"], "2")
+        self.assertEqual(self.sh("cat /sys/devices/system/cpu/online"), machine_online())
+        self.assertEqual(self.sh("grep -c ^processor /proc/cpuinfo"), str(machine_processors()))
+        off = {"TFPIN_CPU_FILES": "0"}
+        self.assertEqual(self.sh("cat /sys/devices/system/cpu/online", plan(f"{B}", 1, 1), env=off),
+                         machine_online())
+
+
 VALGRIND = shutil.which("valgrind")
 
 
@@ -281,6 +375,8 @@ class Memcheck(unittest.TestCase):
         self.assertEqual(r["openblas"], 2)
         r = last_json(self.memcheck([PROBE, "omp", 64]).stdout)  # no plan: forwards only
         self.assertEqual(r["team"], 64)
+        r = last_json(self.memcheck([PROBE_CPUFILES], plan_env=plan(f"{B}", 1, 1)).stdout)
+        self.assertEqual((r["online"], r["processors"]), (str(B), 1))  # the CPU file view
         p = self.memcheck([PROBE, "counts"], plan_env=plan("0-3,x", 1, 4),
                           env={"TFPIN_REPORT": "stderr"})
         self.assertIn("invalid plan", p.stderr)

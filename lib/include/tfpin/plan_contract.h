@@ -10,6 +10,11 @@
 #define TFPIN_VAR_INTEROP "TFPIN_INTEROP"
 #define TFPIN_VAR_INTRA "TFPIN_INTRA"
 
+/* "0": the shim leaves the CPU files (/sys/devices/system/cpu, /proc/cpuinfo, /proc/stat) as
+ * they are; unset or anything else: it serves the plan's view of them (site cpu_files=no,
+ * tfpin run --no-cpu-files). */
+#define TFPIN_VAR_CPU_FILES "TFPIN_CPU_FILES"
+
 /* The shim's report at exit: TFPIN_REPORT_STDERR or a file path; unset or empty = none. Set by
  * the user, never by tfpin. */
 #define TFPIN_VAR_REPORT "TFPIN_REPORT"
