@@ -209,9 +209,10 @@ static bool absolute_path(int dirfd, const char* path, char* out, size_t size) {
                                    (long)(uintptr_t)out, (long)size - 1, 0, 0);
   if (len <= 0 || out[0] != '/') return false;
   const size_t tail = strlen(path);
-  if ((size_t)len + 1 + tail + 1 > size) return false;
-  out[len] = '/';
-  memcpy(out + len + 1, path, tail + 1);
+  size_t at = (size_t)len;
+  if (at + 1 + tail + 1 > size) return false;
+  if (out[at - 1] != '/') out[at++] = '/';  // relative to "/" (hwloc's root directory descriptor)
+  memcpy(out + at, path, tail + 1);
   return true;
 }
 
