@@ -30,6 +30,9 @@ void PlanOptions::add_to(CLI::App& app) {
                          ->type_name("MS");
   app.add_flag("--hyperthreads", hyperthreads,
                "count every hardware thread as a slot (default: one thread per core)");
+  app.add_flag("--no-cpu-files", no_cpu_files,
+               "the shim shows the real /sys/devices/system/cpu, /proc/cpuinfo and /proc/stat "
+               "(default: only the plan's CPUs, for programs that count CPUs there)");
 }
 
 namespace {
@@ -85,6 +88,7 @@ ComputedPlan compute(const PlanOptions& options, Topology topology,
   }
   Plan plan = compute_plan(topology, request);
   std::vector<EnvVar> environment = environment_for(plan, policy);
+  policy.cpu_files = !options.no_cpu_files;
   return {std::move(topology), std::move(plan), std::move(environment)};
 }
 

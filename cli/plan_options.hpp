@@ -18,6 +18,7 @@ struct PlanOptions {
   std::string cpuset;
   std::string blocktime;
   bool hyperthreads = false;
+  bool no_cpu_files = false;  // the shim leaves /sys/devices/system/cpu and /proc/cpuinfo alone
   CLI::Option* threads_option = nullptr;
   CLI::Option* interop_option = nullptr;
   CLI::Option* cpuset_option = nullptr;

@@ -80,3 +80,4 @@ EnvironmentPolicy make_environment_policy(const SiteConfig& site) {
 }
 
 }  // namespace tfpin::plugin
+  policy.cpu_files = site.cpu_files;

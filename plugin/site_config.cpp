@@ -43,11 +43,12 @@ unsigned count(std::string_view key, std::string_view value, unsigned max) {
   return parse_count(fmt::format("plugstack.conf: {}", key), value, max);
 }
 
-constexpr std::array<SiteKey, 13> keys = {{
+constexpr std::array<SiteKey, 14> keys = {{
     {"interop", "1", ""},
     {"blocktime", "1", ""},
     {"hyperthreads", "no", "no|yes|never"},
     {"shim", "yes", "yes|no"},
+    {"cpu_files", "yes", "yes|no"},
     {"shim_path", TFPIN_SHIM_PATH, "PATH"},
     {"enforcement", "strict", "strict|clamp"},
     {"on_error", "warn", "warn|fail"},
@@ -94,6 +95,7 @@ SiteConfig parse_site_config(std::span<const std::string_view> args) {
        [&](auto v) {
          if (v.empty() || v.front() != '/') bad("shim_path", v, "an absolute path");
          config.shim_path = std::string(v);
+      {"cpu_files", [&](auto v) { config.cpu_files = yes_no("cpu_files", v); }},
        }},
       {"enforcement",
        [&](auto v) {

@@ -20,6 +20,7 @@ struct SiteConfig {
   SiteHyperthreads hyperthreads{};
   bool shim{};
   std::string shim_path;
+  bool cpu_files{};  // the shim serves the plan's view of /sys/devices/system/cpu, /proc/cpuinfo
   Enforcement enforcement{};
   OnError on_error{};
   Activation activation{};

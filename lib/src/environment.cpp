@@ -58,6 +58,11 @@ std::vector<EnvVar> environment_for(const Plan& plan, const EnvironmentPolicy& p
         {"OMP_WAIT_POLICY", "PASSIVE", "blocktime 0: OpenMP threads sleep at once", false});
   }
   for (EnvVar& var : encode_plan(plan)) vars.push_back(std::move(var));
+  vars.push_back({TFPIN_VAR_CPU_FILES, policy.cpu_files ? "1" : "0",
+                  policy.cpu_files ? "the shim shows programs reading /sys/devices/system/cpu, "
+                                     "/proc/cpuinfo or /proc/stat the plan's CPUs"
+                                   : "the shim leaves the CPU files alone (--no-cpu-files)",
+                  true});
   return vars;
 }
 

@@ -66,17 +66,19 @@ TEST(SiteConfig, DefaultsAndEveryKey) {
   EXPECT_EQ(defaults.enforcement, tfpin::plugin::Enforcement::strict);
   EXPECT_TRUE(defaults.shim);
   EXPECT_EQ(defaults.max_threads, 65536U);  // the rest: SnippetListsEveryKeyWithItsDefault
-  const std::array<std::string_view, 13> all = {
-      "interop=2",           "blocktime=0",       "hyperthreads=never", "shim=no",
-      "shim_path=/opt/s.so", "enforcement=clamp", "on_error=fail",      "activation=always",
-      "verbose=yes",         "override_env=yes",  "tf_intraop=threads", "max_threads=64",
-      "max_interop=4"};
+  const std::array<std::string_view, 14> all = {
+      "interop=2",           "blocktime=0",  "hyperthreads=never", "shim=no",
+      "shim_path=/opt/s.so", "cpu_files=no", "enforcement=clamp",  "on_error=fail",
+      "activation=always",   "verbose=yes",  "override_env=yes",   "tf_intraop=threads",
+      "max_threads=64",      "max_interop=4"};
   const SiteConfig c = parse_site_config(all);
   EXPECT_EQ(c.interop, 2U);
   EXPECT_EQ(c.blocktime_ms, 0U);
   EXPECT_EQ(c.hyperthreads, tfpin::plugin::SiteHyperthreads::never);
   EXPECT_FALSE(c.shim);
   EXPECT_EQ(c.shim_path, "/opt/s.so");
+  EXPECT_FALSE(c.cpu_files);
+  EXPECT_TRUE(defaults.cpu_files);
   EXPECT_EQ(c.enforcement, tfpin::plugin::Enforcement::clamp);
   EXPECT_EQ(c.on_error, tfpin::plugin::OnError::fail);
   EXPECT_EQ(c.activation, tfpin::plugin::Activation::always);
@@ -106,7 +108,8 @@ TEST(SiteConfig, SnippetListsEveryKeyWithItsDefault) {
 TEST(SiteConfig, ErrorsNameTheKeyAndWhatIsValid) {
   EXPECT_EQ(config_error({"bogus=1"}),
             "plugstack.conf: unknown key 'bogus' (keys: interop=1 blocktime=1 "
-            "hyperthreads=no|yes|never shim=yes|no shim_path=PATH enforcement=strict|clamp "
+            "hyperthreads=no|yes|never shim=yes|no shim_path=PATH cpu_files=yes|no "
+            "enforcement=strict|clamp "
             "on_error=warn|fail activation=on-request|always verbose=no|yes override_env=no|yes "
             "tf_intraop=intra|threads max_threads=65536 max_interop=256)");
   EXPECT_NE(config_error({"shim_path="}).find("an absolute path"), std::string::npos);
@@ -260,6 +263,7 @@ TEST(Hooks, TaskGetsPlanBindingAndEnvironment) {
   auto& env = fake_spank::state().task_env;
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "1");
   EXPECT_EQ(env.at("TFPIN_INTEROP"), "1");
+  EXPECT_EQ(env.at("TFPIN_CPU_FILES"), "1");  // the shim's CPU file view, on by default
   const auto bound = tfpin::current_affinity();
   ASSERT_EQ(bound.size(), 1U);
   EXPECT_EQ(env.at("TFPIN_CPUS"), std::to_string(bound[0]));
@@ -321,7 +325,9 @@ TEST(Hooks, HwlocAndKernelDisagreeingIsTheMachinesFault) {
     fake_spank::reset(S_CTX_REMOTE);
     EXPECT_EQ(init(std::move(config)), 0);
     EXPECT_EQ(option("tf-threads", threads), 0);
-    if (interop != nullptr) EXPECT_EQ(option("tf-interop", interop), 0);
+    if (interop != nullptr) {
+      EXPECT_EQ(option("tf-interop", interop), 0);
+    }
     fake_spank::state().task_env = outer;
     return slurm_spank_task_init(fake_spank::handle(), 0, nullptr);
   };

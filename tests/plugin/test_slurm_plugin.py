@@ -366,6 +366,16 @@ class ShimUnderSlurm(ClusterTest):
         self.assertEqual((count, affinity), ("1", "1"))
         self.assertTrue(preload.startswith(SHIM), preload)
 
+    def test_cpu_files_show_the_plan(self):
+        # A task that counts CPUs from sysfs and /proc/cpuinfo (as libcpuinfo does) sees the plan.
+        count = "cat /sys/devices/system/cpu/online; grep -c ^processor /proc/cpuinfo; echo $TFPIN_CPUS"
+        r = self.cluster.srun(["-c", "2", "--tf-threads=1", "sh", "-c", count])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        online, processors, plan = r.stdout.split()
+        self.assertEqual((online, processors), (plan, "1"))
+        r = self.cluster.srun(["-c", "2", "sh", "-c", count])  # no tfpin: the machine's
+        self.assertEqual(r.stdout.split()[:2], ["0-1", "2"])
+
 
 class Symbols(unittest.TestCase):
     def test_only_spank_symbols_are_exported(self):

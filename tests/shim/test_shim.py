@@ -801,6 +801,17 @@ class TfpinRun(unittest.TestCase):
         self.assertEqual(sorted(r["A"]["allowed_union"] + r["B"]["allowed_union"]), BOTH)
         self.assertIn("lanes_used=2/2", p.stderr)
 
+    @unittest.skipUnless(TFPIN and os.path.exists(TFPIN), "tfpin not built")
+    def test_cpu_files_view_and_no_cpu_files(self):
+        online = "cat /sys/devices/system/cpu/online; grep -c ^processor /proc/cpuinfo"
+        p = run([TFPIN, "run", "--threads", "1", "--", "sh", "-c", online], preload=False)
+        cpu, processors = p.stdout.split()
+        self.assertEqual(processors, "1")
+        self.assertEqual(len(cpu.replace("-", ",").split(",")), 1, cpu)
+        p = run([TFPIN, "run", "--threads", "1", "--no-cpu-files", "--", "sh", "-c", online],
+                preload=False)
+        self.assertEqual(p.stdout.split(), [machine_online(), str(machine_processors())])
+
 
 def groups():
     """The test classes in this file, in order: meson runs each as its own test."""

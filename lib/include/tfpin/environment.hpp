@@ -16,6 +16,7 @@ namespace tfpin {
 struct EnvironmentPolicy {
   unsigned blocktime_ms = 1;           // KMP_BLOCKTIME; 0 = sleep at once (PASSIVE)
   bool tf_intra_is_all_threads = false;  // TF_NUM_INTRAOP_THREADS = N (thread-pool builds) instead of intra
+  bool cpu_files = true;  // the shim serves the plan's view of the CPU files (TFPIN_CPU_FILES)
 };
 
 struct EnvVar {
