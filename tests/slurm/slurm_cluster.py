@@ -67,6 +67,23 @@ KNOWN_LOG_NOISE = (
 _LOG_PROBLEM = re.compile(r"\b(error|fatal): ")
 
 
+# Open MPI's traffic stays on loopback: by default it skips 127.0.0.0/8 for TCP.
+MPI_LOOPBACK_ENV = {"OMPI_MCA_btl_tcp_if_include": "lo", "OMPI_MCA_oob_tcp_if_include": "lo"}
+
+
+def mpi_missing() -> str:
+    """Why `srun --mpi=pmix` cannot launch Open MPI ranks here, or "" when it can: Slurm's pmix
+    plugin loads libpmix through a link only libpmix-dev installs."""
+    plugins = list(Path("/usr/lib").glob("*/slurm-wlm/mpi_pmix*.so")) + \
+        list(Path("/usr/lib").glob("slurm*/mpi_pmix*.so"))
+    if not plugins:
+        return "Slurm's mpi/pmix plugin is not installed"
+    if not (list(Path("/usr/lib").glob("*/pmix2/lib/libpmix.so")) +
+            list(Path("/usr/lib").glob("pmix2/lib/libpmix.so"))):
+        return "libpmix.so (libpmix-dev) is missing: Slurm's pmix plugin cannot load PMIx"
+    return ""
+
+
 def missing_binaries() -> list[str]:
     """Names of the programs the harness needs that are not installed."""
     return [b for b in SLURM_BINARIES if shutil.which(b, path=os.environ.get(
@@ -559,7 +576,9 @@ class LocalSlurm:
             f"SlurmctldLogFile={d}/log/slurmctld.log",
             f"SlurmdLogFile={d}/log/slurmd.%n.log",
             f"PlugStackConfig={d}/plugstack.conf",
-            f"TmpFS={d}/spool",
+            # per node: the pmix plugin of a second slurmd on this host would find the first's
+            # directory ("pmixp_mkdir: ... File exists")
+            f"TmpFS={d}/spool/%n",
             f"SlurmctldDebug={self.debug_level}",
             f"SlurmdDebug={self.debug_level}",
             # no cgroups: linuxproc tracks by parent pid, task/affinity binds

@@ -25,6 +25,7 @@ from slurm_cluster import LocalSlurm, cpus_allowed  # noqa: E402
 
 MISSING = slurm_cluster.missing_binaries()
 SKIP_REASON = "Slurm/munge programs not installed: " + ", ".join(MISSING)
+MPI_HELLO = os.environ.get("SLURM_MPI_HELLO", "")
 
 
 def saw(test: unittest.TestCase, what: str, text: str) -> None:
@@ -185,6 +186,25 @@ class TwoNodes(unittest.TestCase):
         self.assertIn("NODELIST n[1-2]", out)
         self.assertIn("0: n1", out)
         self.assertIn("1: n2", out)
+
+    @unittest.skipUnless(MPI_HELLO, "no MPI program: Open MPI (libopenmpi-dev) was not found at build")
+    def test_mpi_ranks_on_both_nodes(self):
+        reason = slurm_cluster.mpi_missing()
+        if reason:
+            self.skipTest(reason)
+        r = self.c.srun(["--mpi=pmix", "-N", "2", "-n", "2", MPI_HELLO],
+                        env_extra=slurm_cluster.MPI_LOOPBACK_ENV, timeout=60)
+        saw(self, "srun --mpi=pmix -N 2 -n 2", r.stdout + r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr + self.c.diagnostics())
+        ranks = sorted((dict(kv.split("=", 1) for kv in line.split()) for line in
+                        r.stdout.splitlines() if line.startswith("rank=")),
+                       key=lambda rank: rank["rank"])
+        self.assertEqual([(x["rank"], x["size"], x["sum"]) for x in ranks],
+                         [("0", "2", "3"), ("1", "2", "3")])
+        self.assertEqual(sorted(x["node"] for x in ranks), ["n1", "n2"])
+        # Each rank on its own node's CPUs (task/affinity), as the plugin will plan them.
+        self.assertEqual({x["node"]: cpus_allowed("Cpus_allowed_list: " + x["cpus"]) for x in ranks},
+                         self.c.node_cpus)
 
     def test_node_cannot_exceed_its_cpus(self):
         # n2 has 1 usable CPU: asking for 2 there must be refused, not overlap n1
