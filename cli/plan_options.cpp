@@ -83,12 +83,12 @@ ComputedPlan compute(const PlanOptions& options, Topology topology,
   }
   request.allowed = std::move(allowed);
   EnvironmentPolicy policy;
+  policy.cpu_files = !options.no_cpu_files;
   if (given(options.blocktime_option)) {
     policy.blocktime_ms = parse_non_negative("--blocktime", options.blocktime, 1000);
   }
   Plan plan = compute_plan(topology, request);
   std::vector<EnvVar> environment = environment_for(plan, policy);
-  policy.cpu_files = !options.no_cpu_files;
   return {std::move(topology), std::move(plan), std::move(environment)};
 }
 

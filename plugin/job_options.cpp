@@ -76,8 +76,8 @@ EnvironmentPolicy make_environment_policy(const SiteConfig& site) {
   EnvironmentPolicy policy;
   policy.blocktime_ms = site.blocktime_ms;
   policy.tf_intra_is_all_threads = site.tf_intraop_all_threads;
+  policy.cpu_files = site.cpu_files;
   return policy;
 }
 
 }  // namespace tfpin::plugin
-  policy.cpu_files = site.cpu_files;

@@ -48,8 +48,8 @@ constexpr std::array<SiteKey, 14> keys = {{
     {"blocktime", "1", ""},
     {"hyperthreads", "no", "no|yes|never"},
     {"shim", "yes", "yes|no"},
-    {"cpu_files", "yes", "yes|no"},
     {"shim_path", TFPIN_SHIM_PATH, "PATH"},
+    {"cpu_files", "yes", "yes|no"},
     {"enforcement", "strict", "strict|clamp"},
     {"on_error", "warn", "warn|fail"},
     {"activation", "on-request", "on-request|always"},
@@ -95,8 +95,8 @@ SiteConfig parse_site_config(std::span<const std::string_view> args) {
        [&](auto v) {
          if (v.empty() || v.front() != '/') bad("shim_path", v, "an absolute path");
          config.shim_path = std::string(v);
-      {"cpu_files", [&](auto v) { config.cpu_files = yes_no("cpu_files", v); }},
        }},
+      {"cpu_files", [&](auto v) { config.cpu_files = yes_no("cpu_files", v); }},
       {"enforcement",
        [&](auto v) {
          config.enforcement = choose<Enforcement, 2>(
