@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -92,7 +94,7 @@ std::string bytes_string(std::uint64_t bytes) {
 engine::Model model_option(const std::string& text) {
   const auto model = engine::parse_model(text);
   if (!model) {
-    usage_error(fmt::format("--model={} is not a model of the zoo (valid: {})", text,
+    usage_error(fmt::format("--model={} is not a model of the zoo (valid: {})", shown_value(text),
                             fmt::join(engine::model_names(), ", ")));
   }
   return *model;
@@ -101,7 +103,8 @@ engine::Model model_option(const std::string& text) {
 engine::Layout data_format_option(const std::string& text) {
   const auto layout = engine::parse_layout(text);
   if (!layout) {
-    usage_error(fmt::format("--data_format={} is not a layout (valid: NHWC, NCHW)", text));
+    usage_error(
+        fmt::format("--data_format={} is not a layout (valid: NHWC, NCHW)", shown_value(text)));
   }
   return *layout;
 }
@@ -132,14 +135,16 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   sub->add_option("--num_batches", bench.num_batches, "timed steps")->type_name("N");
   sub->add_option("--num_warmup_batches", bench.num_warmup_batches, "untimed steps first")
       ->type_name("N");
-  sub->add_option("--num_intra_threads", bench.num_intra_threads,
-                  "OpenMP threads per inter-op lane (default: TF_NUM_INTRAOP_THREADS, "
-                  "OMP_NUM_THREADS, the tfpin plan, else cores / lanes; 0 = default)")
-      ->type_name("I");
-  sub->add_option("--num_inter_threads", bench.num_inter_threads,
-                  "inter-op lanes running independent operators concurrently (default: "
-                  "TF_NUM_INTEROP_THREADS, the tfpin plan, else 1; 0 = default)")
-      ->type_name("M");
+  bench.num_intra_option =
+      sub->add_option("--num_intra_threads", bench.num_intra_threads,
+                      "OpenMP threads per inter-op lane (default: TF_NUM_INTRAOP_THREADS, "
+                      "OMP_NUM_THREADS, the tfpin plan, else cores / lanes; 0 = default)")
+          ->type_name("I");
+  bench.num_inter_option =
+      sub->add_option("--num_inter_threads", bench.num_inter_threads,
+                      "inter-op lanes running independent operators concurrently (default: "
+                      "TF_NUM_INTEROP_THREADS, the tfpin plan, else 1; 0 = default)")
+          ->type_name("M");
   sub->add_option("--trace_file", bench.trace_file,
                   "write a Chrome trace (JSON) of the timed steps: one event per operator")
       ->type_name("FILE");
@@ -175,10 +180,10 @@ BenchSettings check_flags(const BenchCommand& bench) {
   settings.steps = parse_count("--num_batches", bench.num_batches, 1000000);
   settings.warmup = parse_non_negative("--num_warmup_batches", bench.num_warmup_batches, 1000000);
   ThreadRequest request;
-  if (!bench.num_intra_threads.empty()) {
+  if (bench.num_intra_option != nullptr && bench.num_intra_option->count() > 0) {
     request.intra = parse_non_negative("--num_intra_threads", bench.num_intra_threads, max_count);
   }
-  if (!bench.num_inter_threads.empty()) {
+  if (bench.num_inter_option != nullptr && bench.num_inter_option->count() > 0) {
     request.inter = parse_non_negative("--num_inter_threads", bench.num_inter_threads, max_count);
   }
   settings.threads = resolve_threads(request, process_getenv);
@@ -383,6 +388,12 @@ int BenchCommand::operator()() const {
   // core.
   const std::string cpus_allowed = kernel_cpus_allowed();
   const BenchSettings settings = check_flags(*this);
+  // An unwritable trace file is refused now, not after the run.
+  if (!trace_file.empty() && !std::ofstream(trace_file)) {
+    usage_error(
+        fmt::format("--trace_file={}: cannot write to it ({}); valid: a file tfpin can write",
+                    shown_value(trace_file), std::strerror(errno)));
+  }
   const bool forward_only = workload.forward_only;
   if (!json) print_header(*this, settings);
 
@@ -391,10 +402,17 @@ int BenchCommand::operator()() const {
   engine::Status status =
       engine::Runtime::create(graph, compile_options(*this, settings), &runtime);
   if (!status.ok()) {
-    fmt::print(stderr, "tfpin bench: cannot compile {} for batch {}: {}\n", workload.model,
-               settings.batch, status.to_string());
     // A batch whose memory cannot be planned is the user's value to change, like a bad flag.
-    return status.code() == engine::StatusCode::out_of_memory ? exit_usage : exit_failure;
+    const bool too_large = status.code() == engine::StatusCode::out_of_memory;
+    const std::string refusal =
+        too_large ? fmt::format(
+                        "--batch_size={} is too large for {} on this machine (valid: a "
+                        "smaller batch): ",
+                        settings.batch, workload.model)
+                  : std::string();
+    fmt::print(stderr, "tfpin bench: {}cannot compile {} for batch {}: {}\n", refusal,
+               workload.model, settings.batch, status.to_string());
+    return too_large ? exit_usage : exit_failure;
   }
   if (verbose) fmt::print(stderr, "{}", runtime->describe());
   Feed feed;
@@ -410,7 +428,7 @@ int BenchCommand::operator()() const {
     std::ofstream f(trace_file);
     f << engine::chrome_trace_json(runtime->take_trace());
     if (!f) {
-      fmt::print(stderr, "tfpin bench: cannot write --trace_file={}\n", trace_file);
+      fmt::print(stderr, "tfpin bench: cannot write --trace_file={}\n", shown_value(trace_file));
       return exit_failure;
     }
   }

@@ -29,6 +29,9 @@ struct BenchCommand {
   std::string num_warmup_batches = "10";
   std::string num_intra_threads;
   std::string num_inter_threads;
+  // Given, even empty ("--num_intra_threads ''" is refused, not taken as the default).
+  CLI::Option* num_intra_option = nullptr;
+  CLI::Option* num_inter_option = nullptr;
   std::string trace_file;
   bool json = false;
   bool no_fusion = false;

@@ -4,7 +4,9 @@
 
 #include <CLI/CLI.hpp>
 #include <exception>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "commands.hpp"
 #ifdef TFPIN_HAVE_ENGINE
@@ -12,6 +14,46 @@
 #include "tune.hpp"
 #endif
 #include "tfpin/error.hpp"
+
+namespace {
+
+// CLI11 2.1 reads "--name=" (an empty value) as "--name" alone: it takes the next argument as the
+// value ("--interop= --json" became --interop=--json) or, at the end, fails with "1 required M
+// missing". tfpin's own arguments (up to the program of `run`) get "--name" "" instead, an empty
+// value that tfpin's parsers refuse by name.
+std::vector<std::string> own_arguments(const CLI::App& app, int count, char** argv) {
+  std::vector<std::string> args(argv, argv + count);
+  if (count < 2) return args;
+  const CLI::App* sub = nullptr;
+  for (const CLI::App* candidate : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (candidate->get_name() == args[1]) sub = candidate;
+  }
+  if (sub == nullptr) return args;
+  std::vector<std::string> out(args.begin(), args.begin() + 2);
+  bool options_ended = false;  // from the first positional on (run's PROGRAM), nothing is touched
+  for (std::size_t i = 2; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (options_ended || !arg.starts_with("-")) {
+      options_ended = true;
+      out.push_back(arg);
+      continue;
+    }
+    const std::size_t eq = arg.find('=');
+    const CLI::Option* option =
+        arg.starts_with("--") ? sub->get_option_no_throw(arg.substr(0, eq)) : nullptr;
+    const bool takes_value = option != nullptr && option->get_items_expected_max() > 0;
+    if (takes_value && eq == arg.size() - 1) {
+      out.push_back(arg.substr(0, eq));
+      out.emplace_back();
+      continue;
+    }
+    out.push_back(arg);
+    if (takes_value && eq == std::string::npos && i + 1 < args.size()) out.push_back(args[++i]);
+  }
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace tfpin::cli;
@@ -22,9 +64,10 @@ int main(int argc, char** argv) {
   ShowCommand show;
   CLI::App* show_app = app.add_subcommand("show", "print the plan and environment (a dry run)");
   show.plan.add_to(*show_app);
-  show_app->add_option("--topology", show.topology,
-                       "another machine: an hwloc XML file or synthetic description, e.g. "
-                       "\"package:2 numa:1 core:18 pu:2\" (default: this host)")
+  show_app
+      ->add_option("--topology", show.topology,
+                   "another machine: an hwloc XML file or synthetic description, e.g. "
+                   "\"package:2 numa:1 core:18 pu:2\" (default: this host)")
       ->type_name("DESC|FILE");
   show_app->add_flag("--json", show.json, "machine-readable output");
 
@@ -38,8 +81,9 @@ int main(int argc, char** argv) {
                     "program)");
   run_app->add_flag("--enforce", run.enforce,
                     "overwrite thread variables the user already set (default: the user's win)");
-  run_app->footer("PROGRAM [ARGS...] follows the options, after an optional --; everything from "
-                   "the program name on is the program's, options included.");
+  run_app->footer(
+      "PROGRAM [ARGS...] follows the options, after an optional --; everything from "
+      "the program name on is the program's, options included.");
   // CLI11 stops at the first positional (the program) and leaves the rest unparsed.
   run_app->prefix_command();
 
@@ -60,8 +104,11 @@ int main(int argc, char** argv) {
     }
   }
 
+  std::vector<std::string> own = own_arguments(app, split, argv);
+  std::vector<char*> own_argv;
+  for (std::string& arg : own) own_argv.push_back(arg.data());
   try {
-    app.parse(split, argv);
+    app.parse(static_cast<int>(own_argv.size()), own_argv.data());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -94,7 +141,8 @@ int main(int argc, char** argv) {
       run.program.insert(run.program.end(), argv + first, argv + argc);
     }
     if (run.program.empty()) {
-      fmt::print(stderr, "tfpin run: no program given; usage: tfpin run [OPTIONS] -- PROGRAM [ARGS...]\n");
+      fmt::print(stderr,
+                 "tfpin run: no program given; usage: tfpin run [OPTIONS] -- PROGRAM [ARGS...]\n");
       return exit_usage;
     }
     return run();

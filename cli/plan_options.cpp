@@ -52,9 +52,11 @@ std::vector<unsigned> narrow_allowed(const std::string& cpuset,
         outside.push_back(cpu);
     }
     if (!outside.empty()) {
-      throw Error(ErrorKind::invalid_request,
-                  fmt::format("--cpuset={}: CPUs {} are outside this process's CPUs ({})", cpuset,
-                              format_cpulist(outside), format_cpulist(*allowed)));
+      throw Error(
+          ErrorKind::invalid_request,
+          fmt::format("--cpuset={}: CPUs {} are outside this process's CPUs (valid: CPUs "
+                      "within {})",
+                      shown_value(cpuset), format_cpulist(outside), format_cpulist(*allowed)));
     }
   }
   return cpus;
@@ -68,13 +70,17 @@ ComputedPlan compute(const PlanOptions& options, Topology topology,
     return parse_count(name, text);
   };
   PlacementRequest request;
-  request.threads =
-      requested_count(from_option(options.threads_option, "--threads", options.threads),
-                      process_getenv, env_threads);
-  request.interop =
-      requested_count(from_option(options.interop_option, "--interop", options.interop),
-                      process_getenv, env_interop)
-          .value_or(1);
+  const std::optional<unsigned> threads_flag =
+      from_option(options.threads_option, "--threads", options.threads);
+  const std::optional<unsigned> interop_flag =
+      from_option(options.interop_option, "--interop", options.interop);
+  request.threads = requested_count(threads_flag, process_getenv, env_threads);
+  const std::optional<unsigned> interop =
+      requested_count(interop_flag, process_getenv, env_interop);
+  request.interop = interop.value_or(1);
+  // Messages name what the user set: the option, or the variable it came from.
+  if (!threads_flag && request.threads) request.names.threads = env_threads;
+  if (!interop_flag && interop) request.names.interop = env_interop;
   request.hyperthreads =
       options.hyperthreads ? HyperthreadPolicy::all : HyperthreadPolicy::one_per_core;
   if (given(options.cpuset_option)) {
@@ -90,6 +96,18 @@ ComputedPlan compute(const PlanOptions& options, Topology topology,
   Plan plan = compute_plan(topology, request);
   std::vector<EnvVar> environment = environment_for(plan, policy);
   return {std::move(topology), std::move(plan), std::move(environment)};
+}
+
+Topology topology_option(const std::string& spec) {
+  if (spec.empty() || spec == "host") return Topology::host();
+  try {
+    return Topology::load(spec);
+  } catch (const Error& e) {
+    // Another machine's description is the user's value: one that does not load is a bad
+    // argument, not a fault of this machine.
+    if (e.kind() != ErrorKind::topology) throw;
+    throw Error(ErrorKind::invalid_request, e.what());
+  }
 }
 
 }  // namespace tfpin::cli

@@ -38,6 +38,10 @@ struct ComputedPlan {
 std::vector<unsigned> narrow_allowed(const std::string& cpuset,
                                      const std::optional<std::vector<unsigned>>& allowed);
 
+// --topology=`spec`: this host when empty or "host", else another machine's hwloc XML file or
+// synthetic description. Throws Error(invalid_request) naming the value when that does not load.
+Topology topology_option(const std::string& spec);
+
 // `allowed` is the process's affinity on this host, nullopt for another machine's description
 // (every online CPU). --cpuset narrows it; on this host it may not widen it.
 ComputedPlan compute(const PlanOptions& options, Topology topology,

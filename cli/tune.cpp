@@ -45,8 +45,8 @@ std::vector<unsigned> parse_list(std::string_view option, const std::string& tex
       value = parse_count(option, item, max);
     } catch (const Error& e) {
       if (item == text) throw;
-      usage_error(
-          fmt::format("{} (in {}={}; a comma-separated list is expected)", e.what(), option, text));
+      usage_error(fmt::format("{} (in {}={}; a comma-separated list is expected)", e.what(), option,
+                              shown_value(text)));
     }
     if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
     if (comma == std::string::npos) break;
@@ -232,13 +232,14 @@ CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune) {
   sub->option_defaults()->always_capture_default();
   add_workload_options(*sub, tune.workload);
   sub->add_option("--batch_sizes", tune.batch_sizes, "batch sizes to try")->type_name("LIST");
-  sub->add_option("--threads", tune.threads,
-                  "total thread counts to try (default: every allowed core)")
-      ->type_name("LIST");
-  sub->add_option("--interop", tune.interop,
-                  "inter-op lane counts to try, each with every thread count it divides "
-                  "(default: every divisor of each thread count)")
-      ->type_name("LIST");
+  tune.threads_option = sub->add_option("--threads", tune.threads,
+                                        "total thread counts to try (default: every allowed core)")
+                            ->type_name("LIST");
+  tune.interop_option =
+      sub->add_option("--interop", tune.interop,
+                      "inter-op lane counts to try, each with every thread count it divides "
+                      "(default: every divisor of each thread count)")
+          ->type_name("LIST");
   sub->add_option("--num_batches", tune.num_batches, "timed steps per run")->type_name("N");
   sub->add_option("--num_warmup_batches", tune.num_warmup_batches, "untimed steps first")
       ->type_name("N");
@@ -263,28 +264,37 @@ CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune) {
 
 namespace {
 
+bool given(const CLI::Option* option) { return option != nullptr && option->count() > 0; }
+
 // --threads (default: every allowed core), each at most the cores allowed.
-std::vector<unsigned> thread_counts_option(const std::string& text, const TuneSweep& sweep) {
-  if (text.empty()) return {sweep.cores};
+std::vector<unsigned> thread_counts_option(const CLI::Option* option, const std::string& text,
+                                           const TuneSweep& sweep) {
+  if (!given(option)) return {sweep.cores};
   const std::vector<unsigned> counts = parse_list("--threads", text, max_count);
   for (unsigned t : counts) {
     if (t > sweep.cores) {
-      usage_error(
-          fmt::format("--threads={}: {} is more than the {} cores allowed (CPUs {}); "
-                      "valid: 1..{}",
-                      text, t, sweep.cores, format_cpulist(sweep.allowed), sweep.cores));
+      usage_error(fmt::format(
+          "--threads={}: {} is more than the {} cores allowed (CPUs {}); "
+          "valid: 1..{}",
+          shown_value(text), t, sweep.cores, format_cpulist(sweep.allowed), sweep.cores));
     }
   }
   return counts;
 }
 
 // --interop (default: empty, every divisor): each must divide at least one thread count.
-std::vector<unsigned> lane_counts_option(const std::string& text,
+std::vector<unsigned> lane_counts_option(const CLI::Option* option, const std::string& text,
                                          const std::vector<unsigned>& thread_counts,
-                                         unsigned cores) {
-  if (text.empty()) return {};
+                                         const TuneSweep& sweep) {
+  if (!given(option)) return {};
+  const unsigned cores = sweep.cores;
   const std::vector<unsigned> counts = parse_list("--interop", text, max_count);
   for (unsigned m : counts) {
+    if (m > cores) {
+      usage_error(
+          fmt::format("--interop={}: {} is more than the {} cores allowed (CPUs {}); valid: 1..{}",
+                      shown_value(text), m, cores, format_cpulist(sweep.allowed), cores));
+    }
     if (std::none_of(thread_counts.begin(), thread_counts.end(),
                      [m](unsigned t) { return t % m == 0; })) {
       check_multiple({"--threads", "--interop"}, thread_counts.back(), m, cores);
@@ -382,8 +392,11 @@ TuneSweep TuneCommand::plan_sweep(const Topology& machine) const {
   if (cpuset_option != nullptr && cpuset_option->count() > 0) {
     allowed = narrow_allowed(cpuset, allowed);
   }
+  // --cpuset is the user's: an allowed set that does not fit the machine is their error.
+  const bool cpuset_given = cpuset_option != nullptr && cpuset_option->count() > 0;
   PlacementRequest whole;
   whole.allowed = allowed;
+  whole.allowed_by_user = cpuset_given;
   const Plan all = compute_plan(machine, whole);
   sweep.allowed = all.allowed;
   sweep.cores = all.threads;
@@ -394,8 +407,9 @@ TuneSweep TuneCommand::plan_sweep(const Topology& machine) const {
     if (std::count_if(core.pus.begin(), core.pus.end(), in_allowed) > 1) sweep.smt = true;
   }
 
-  const std::vector<unsigned> thread_counts = thread_counts_option(threads, sweep);
-  const std::vector<unsigned> lane_counts = lane_counts_option(interop, thread_counts, sweep.cores);
+  const std::vector<unsigned> thread_counts = thread_counts_option(threads_option, threads, sweep);
+  const std::vector<unsigned> lane_counts =
+      lane_counts_option(interop_option, interop, thread_counts, sweep);
   for (unsigned t : thread_counts) {
     for (unsigned m : lane_counts.empty() ? divisors(t) : lane_counts) {
       if (t % m != 0) continue;
@@ -403,6 +417,7 @@ TuneSweep TuneCommand::plan_sweep(const Topology& machine) const {
       request.threads = t;
       request.interop = m;
       request.allowed = allowed;
+      request.allowed_by_user = cpuset_given;
       sweep.configs.push_back({compute_plan(machine, request)});
     }
   }
@@ -418,9 +433,9 @@ int TuneCommand::operator()() const {
     usage_error(fmt::format(
         "--topology={} describes another machine: tune measures this one; add --dry-run to list "
         "the configurations for it",
-        topology));
+        shown_value(topology)));
   }
-  const Topology machine = Topology::load(topology);
+  const Topology machine = topology_option(topology);
   TuneSweep sweep = plan_sweep(machine);
   const std::string exe = self_exe();
   if (dry_run) {
@@ -429,7 +444,8 @@ int TuneCommand::operator()() const {
   }
   // Fail on an unwritable --plot now, not after the sweep.
   if (!plot.empty() && !std::ofstream(plot)) {
-    usage_error(fmt::format("--plot={}: cannot write to it ({})", plot, std::strerror(errno)));
+    usage_error(fmt::format("--plot={}: cannot write to it ({}); valid: a file tfpin can write",
+                            shown_value(plot), std::strerror(errno)));
   }
   run_sweep(*this, sweep, exe, timeout_seconds);
   if (!plot.empty()) {

@@ -32,6 +32,9 @@ struct TuneCommand {
   bool json = false;
   bool dry_run = false;
   CLI::Option* cpuset_option = nullptr;
+  // --threads and --interop given, even empty ("--threads ''" is refused, not the default).
+  CLI::Option* threads_option = nullptr;
+  CLI::Option* interop_option = nullptr;
   int operator()() const;
 
  private:

@@ -31,31 +31,37 @@ void apply_option(JobOptions& options, OptionId id, const char* optarg) {
 }
 
 void apply_environment(JobOptions& options, const EnvGetter& get) {
-  options.threads = requested_count(options.threads, get, env_threads);
-  options.interop = requested_count(options.interop, get, env_interop);
+  if (!options.threads) {
+    options.threads = requested_count(std::nullopt, get, env_threads);
+    if (options.threads) options.names.threads = env_threads;
+  }
+  if (!options.interop) {
+    options.interop = requested_count(std::nullopt, get, env_interop);
+    if (options.interop) options.names.interop = env_interop;
+  }
 }
 
 void check_options(const JobOptions& options, const SiteConfig& site) {
   const unsigned interop = options.interop.value_or(site.interop);
+  const OptionNames& names = options.names;
   if (options.interop && interop > site.max_interop) {
     throw Error(ErrorKind::invalid_request,
-                fmt::format("{}={} is above this site's limit of {} inter-op lanes", interop_option,
-                            interop, site.max_interop));
+                fmt::format("{}={} is above this site's limit of {} inter-op lanes (valid: 1..{})",
+                            names.interop, interop, site.max_interop, site.max_interop));
   }
   if (options.threads) {
     if (*options.threads > site.max_threads) {
       throw Error(ErrorKind::invalid_request,
-                  fmt::format("{}={} is above this site's limit of {} threads", threads_option,
-                              *options.threads, site.max_threads));
+                  fmt::format("{}={} is above this site's limit of {} threads (valid: 1..{})",
+                              names.threads, *options.threads, site.max_threads, site.max_threads));
     }
     // A site default interop adapts at launch (make_request); only the user's must divide N.
-    if (options.interop) {
-      check_multiple({threads_option, interop_option}, *options.threads, interop);
-    }
+    if (options.interop) check_multiple(names, *options.threads, interop);
   }
   if (options.hyperthreads && site.hyperthreads == SiteHyperthreads::never) {
     throw Error(ErrorKind::invalid_request,
-                "--tf-hyperthreads is not allowed on this cluster (site policy hyperthreads=never)");
+                "--tf-hyperthreads is not allowed on this cluster (site policy "
+                "hyperthreads=never; valid: leave it out, tasks get one thread per core)");
   }
 }
 
@@ -68,7 +74,7 @@ PlacementRequest make_request(const JobOptions& options, const SiteConfig& site)
                             (options.hyperthreads || site.hyperthreads == SiteHyperthreads::yes);
   request.hyperthreads = hyperthreads ? HyperthreadPolicy::all : HyperthreadPolicy::one_per_core;
   request.clamp = site.enforcement == Enforcement::clamp;
-  request.names = {threads_option, interop_option};
+  request.names = options.names;
   return request;
 }
 

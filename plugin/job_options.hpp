@@ -23,6 +23,8 @@ struct JobOptions {
   bool verbose = false;
   bool off = false;
   bool hyperthreads = false;
+  // What messages call N and M: the options, or the variables they came from (TFPIN_THREADS).
+  OptionNames names = {threads_option, interop_option};
   // The first value slurmstepd passed that apply_option refused: Slurm only logs a failed remote
   // option callback and runs the job anyway, so the task is failed with this message instead.
   std::optional<std::string> refused;

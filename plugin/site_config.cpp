@@ -6,7 +6,6 @@
 #include <array>
 #include <functional>
 #include <map>
-#include <set>
 
 #include "tfpin/error.hpp"
 #include "tfpin/options.hpp"
@@ -19,8 +18,8 @@ namespace tfpin::plugin {
 namespace {
 
 [[noreturn]] void bad(std::string_view key, std::string_view value, std::string_view valid) {
-  throw Error(ErrorKind::invalid_request,
-              fmt::format("plugstack.conf: {}={} is not valid: {}", key, value, valid));
+  throw Error(ErrorKind::invalid_request, fmt::format("plugstack.conf: {}={} is not valid: {}", key,
+                                                      shown_value(value), valid));
 }
 
 template <typename Enum, std::size_t N>
@@ -85,10 +84,10 @@ SiteConfig parse_site_config(std::span<const std::string_view> args) {
        }},
       {"hyperthreads",
        [&](auto v) {
-         config.hyperthreads = choose<SiteHyperthreads, 3>(
-             "hyperthreads", v,
-             {{{"no", SiteHyperthreads::no}, {"yes", SiteHyperthreads::yes},
-               {"never", SiteHyperthreads::never}}});
+         config.hyperthreads = choose<SiteHyperthreads, 3>("hyperthreads", v,
+                                                           {{{"no", SiteHyperthreads::no},
+                                                             {"yes", SiteHyperthreads::yes},
+                                                             {"never", SiteHyperthreads::never}}});
        }},
       {"shim", [&](auto v) { config.shim = yes_no("shim", v); }},
       {"shim_path",
@@ -104,8 +103,8 @@ SiteConfig parse_site_config(std::span<const std::string_view> args) {
        }},
       {"on_error",
        [&](auto v) {
-         config.on_error =
-             choose<OnError, 2>("on_error", v, {{{"warn", OnError::warn}, {"fail", OnError::fail}}});
+         config.on_error = choose<OnError, 2>("on_error", v,
+                                              {{{"warn", OnError::warn}, {"fail", OnError::fail}}});
        }},
       {"activation",
        [&](auto v) {
@@ -129,29 +128,34 @@ SiteConfig parse_site_config(std::span<const std::string_view> args) {
   for (const SiteKey& k : keys) {
     if (!k.fallback.empty()) setters.at(k.key)(k.fallback);
   }
-  std::set<std::string_view> seen;
+  std::map<std::string_view, std::string_view> seen;  // key -> its value
   for (std::string_view arg : args) {
     const auto eq = arg.find('=');
     if (eq == std::string_view::npos || eq == 0) {
       throw Error(ErrorKind::invalid_request,
-                  fmt::format("plugstack.conf: '{}' is not key=value (keys: {})", arg,
+                  fmt::format("plugstack.conf: '{}' is not key=value (keys: {})", shown_value(arg),
                               key_list()));
     }
     const std::string_view key = arg.substr(0, eq);
     if (std::none_of(keys.begin(), keys.end(), [&](const SiteKey& k) { return k.key == key; })) {
-      throw Error(ErrorKind::invalid_request,
-                  fmt::format("plugstack.conf: unknown key '{}' (keys: {})", key, key_list()));
+      throw Error(
+          ErrorKind::invalid_request,
+          fmt::format("plugstack.conf: unknown key '{}' (keys: {})", shown_value(key), key_list()));
     }
-    if (!seen.insert(key).second) {
+    const std::string_view value = arg.substr(eq + 1);
+    if (const auto [first, inserted] = seen.emplace(key, value); !inserted) {
       throw Error(ErrorKind::invalid_request,
-                  fmt::format("plugstack.conf: key '{}' is given twice", key));
+                  fmt::format("plugstack.conf: key '{}' is given twice ({}={}, then {}={}); valid: "
+                              "each key at most once",
+                              key, key, shown_value(first->second), key, shown_value(value)));
     }
-    setters.at(key)(arg.substr(eq + 1));
+    setters.at(key)(value);
   }
   if (config.interop > config.max_interop) {
     throw Error(ErrorKind::invalid_request,
-                fmt::format("plugstack.conf: interop={} is above max_interop={}", config.interop,
-                            config.max_interop));
+                fmt::format("plugstack.conf: interop={} is above max_interop={} (valid: interop "
+                            "from 1 to {})",
+                            config.interop, config.max_interop, config.max_interop));
   }
   return config;
 }

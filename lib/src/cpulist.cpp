@@ -16,8 +16,8 @@ unsigned parse_index(std::string_view token, std::string_view text, std::string_
   auto [ptr, ec] = std::from_chars(token.data(), end, value);
   if (token.empty() || ec != std::errc{} || ptr != end) {
     throw Error(ErrorKind::invalid_request,
-                fmt::format("{}='{}': '{}' is not a CPU index; expected a list like 0-3,8,10-11", what,
-                            shown_value(text), shown_value(token)));
+                fmt::format("{}='{}': '{}' is not a CPU index; expected a list like 0-3,8,10-11",
+                            what, shown_value(text), shown_value(token)));
   }
   if (value > max_cpu_index) {
     throw Error(ErrorKind::invalid_request,
@@ -49,7 +49,9 @@ std::vector<unsigned> parse_cpulist(std::string_view text, std::string_view what
     for (long cpu = first;; cpu += step) {
       if (!seen.insert(static_cast<unsigned>(cpu)).second) {
         throw Error(ErrorKind::invalid_request,
-                    fmt::format("{}='{}': CPU {} is listed twice", what, shown_value(text), cpu));
+                    fmt::format("{}='{}': CPU {} is listed twice; expected each CPU once, in a "
+                                "list like 0-3,8,10-11",
+                                what, shown_value(text), cpu));
       }
       cpus.push_back(static_cast<unsigned>(cpu));
       if (cpu == static_cast<long>(last)) break;

@@ -228,7 +228,9 @@ std::optional<Plan> decode_plan(const EnvGetter& get) {
     if (!text) {
       throw Error(
           ErrorKind::invalid_request,
-          fmt::format("{} is set but {} is missing: the plan is incomplete", env_cpus, name));
+          fmt::format("{} is set but {} is missing: the plan is incomplete (valid: {}, {} and {} "
+                      "together)",
+                      env_cpus, name, env_cpus, env_interop, env_intra));
     }
     return parse_count(name, *text, max);
   };

@@ -203,9 +203,10 @@ Plan compute_plan(const Topology& topology, const PlacementRequest& request) {
       const std::string online_list =
           format_cpulist(std::vector<unsigned>(online.begin(), online.end()));
       if (request.allowed_by_user) {
+        // The only allowed set a user types is tfpin's --cpuset.
         invalid(
-            fmt::format("the allowed CPU set {} contains no online CPU of this topology "
-                        "(online: {})",
+            fmt::format("--cpuset={}: the allowed CPU set contains no online CPU of this "
+                        "topology (valid: CPUs within {})",
                         format_cpulist(*request.allowed), online_list));
       }
       throw Error(ErrorKind::topology,

@@ -4,10 +4,13 @@
 #include <hwloc.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <string_view>
+#include <vector>
 
 #include "tfpin/error.hpp"
 
@@ -24,9 +27,7 @@ struct BitmapDeleter {
 };
 using BitmapHandle = std::unique_ptr<hwloc_bitmap_s, BitmapDeleter>;
 
-[[noreturn]] void fail(const std::string& what) {
-  throw Error(ErrorKind::topology, what);
-}
+[[noreturn]] void fail(const std::string& what) { throw Error(ErrorKind::topology, what); }
 
 TopologyHandle make_topology() {
   hwloc_topology_t raw = nullptr;
@@ -87,17 +88,65 @@ Topology from_hwloc(hwloc_topology_t topo, std::string source) {
   std::vector<NumaNode> numa_nodes;
   for (hwloc_obj_t numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, nullptr);
        numa != nullptr; numa = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE, numa)) {
-    numa_nodes.push_back({numa->os_index, numa->attr != nullptr ? numa->attr->numanode.local_memory : 0});
+    numa_nodes.push_back(
+        {numa->os_index, numa->attr != nullptr ? numa->attr->numanode.local_memory : 0});
   }
   const int packages = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
   return Topology(std::move(cores), std::move(numa_nodes), packages > 0 ? unsigned(packages) : 1U,
                   std::move(source));
 }
 
+// Processing units of a synthetic description, and the work hwloc needs to build it: each object is
+// inserted among its siblings by comparing CPU sets, about objects x siblings x CPU-set words steps
+// per level. "core:8192 pu:1" takes 20 s, "package:16 core:4096 pu:1" more than 2 minutes, and
+// "core:99999999" never ends, so such descriptions are refused before hwloc sees them. An estimate:
+// only "type:N" and "N" levels count; attributes and attached memory ("[numa]") are skipped.
+struct SyntheticSize {
+  double pus = 1;
+  double work = 0;
+};
+
+SyntheticSize synthetic_size(std::string_view description) {
+  std::vector<double> arities;
+  int brackets = 0;
+  std::size_t pos = 0;
+  while (pos < description.size()) {
+    const std::size_t start = description.find_first_not_of(" \t\n", pos);
+    if (start == std::string_view::npos) break;
+    const std::size_t end = std::min(description.find_first_of(" \t\n", start), description.size());
+    std::string_view token = description.substr(start, end - start);
+    pos = end;
+    const bool skipped = brackets > 0 || token.front() == '[' || token.front() == '(';
+    for (char c : token) brackets += c == '[' ? 1 : c == ']' ? -1 : 0;
+    if (skipped) continue;
+    token = token.substr(0, token.find('('));
+    if (const auto colon = token.rfind(':'); colon != std::string_view::npos) {
+      token.remove_prefix(colon + 1);
+    }
+    if (token.empty() || token.find_first_not_of("0123456789") != std::string_view::npos) continue;
+    double arity = 0;
+    for (char c : token) arity = arity * 10 + (c - '0');
+    arities.push_back(arity);
+  }
+  SyntheticSize size;
+  for (double arity : arities) size.pus *= arity;
+  const double words = std::max(1.0, size.pus / 64);
+  double objects = 1;
+  for (double arity : arities) {
+    objects *= arity;
+    size.work += objects * arity * words;
+  }
+  return size;
+}
+
+// What this file loads in a few seconds (package:64 numa:1 core:64 pu:16 is 1.3e9).
+constexpr double max_synthetic_pus = 65536;
+constexpr double max_synthetic_work = 4e9;
+
 }  // namespace
 
-Topology::Topology(std::vector<Core> cores, std::vector<NumaNode> numa_nodes, unsigned package_count,
-                   std::string source)
+Topology::Topology(std::vector<Core> cores, std::vector<NumaNode> numa_nodes,
+                   unsigned package_count, std::string source)
     : cores_(std::move(cores)),
       numa_nodes_(std::move(numa_nodes)),
       package_count_(package_count == 0 ? 1 : package_count),
@@ -125,10 +174,19 @@ Topology Topology::synthetic(const std::string& description) {
     fail(fmt::format(
         "--topology '{}' is neither an existing XML file nor a valid hwloc synthetic description "
         "(example: \"package:2 numa:1 core:18 pu:2\")",
-        description));
+        shown_value(description)));
+  }
+  if (const SyntheticSize size = synthetic_size(description);
+      size.pus > max_synthetic_pus || size.work > max_synthetic_work) {
+    fail(fmt::format(
+        "--topology '{}' describes {:.0f} processing units{}: more than hwloc builds in a few "
+        "seconds (valid: at most {:.0f} processing units, spread over levels, e.g. \"package:64 "
+        "numa:1 core:64 pu:16\")",
+        shown_value(description), size.pus,
+        size.pus > max_synthetic_pus ? "" : " in too wide a level", max_synthetic_pus));
   }
   if (hwloc_topology_load(topo.get()) != 0) {
-    fail(fmt::format("hwloc could not load synthetic topology '{}'", description));
+    fail(fmt::format("hwloc could not load synthetic topology '{}'", shown_value(description)));
   }
   Topology result = from_hwloc(topo.get(), "synthetic:" + description);
   result.synthetic_ = description;
@@ -137,9 +195,11 @@ Topology Topology::synthetic(const std::string& description) {
 
 Topology Topology::xml_file(const std::string& path) {
   TopologyHandle topo = make_topology();
-  if (hwloc_topology_set_xml(topo.get(), path.c_str()) != 0 || hwloc_topology_load(topo.get()) != 0) {
-    fail(fmt::format("--topology '{}': not a readable hwloc XML topology (lstopo --of xml makes one)",
-                     path));
+  if (hwloc_topology_set_xml(topo.get(), path.c_str()) != 0 ||
+      hwloc_topology_load(topo.get()) != 0) {
+    fail(fmt::format(
+        "--topology '{}': not a readable hwloc XML topology (lstopo --of xml makes one)",
+        shown_value(path)));
   }
   return from_hwloc(topo.get(), "xml:" + path);
 }
@@ -168,7 +228,8 @@ std::vector<unsigned> current_affinity() {
     const int err = errno;
     CPU_FREE(set);
     if (err != EINVAL) {
-      throw Error(ErrorKind::system, fmt::format("sched_getaffinity failed: {}", std::strerror(err)));
+      throw Error(ErrorKind::system,
+                  fmt::format("sched_getaffinity failed: {}", std::strerror(err)));
     }
   }
   throw Error(ErrorKind::system, "sched_getaffinity failed: CPU mask too large");

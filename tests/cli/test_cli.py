@@ -230,8 +230,9 @@ class BadArguments(unittest.TestCase):
         self.assertEqual(tfpin().returncode, 2)
 
     def test_bad_topology(self):
+        # Another machine's description is the user's value: a bad one is a usage error.
         proc = tfpin("show", "--topology", "not a machine")
-        self.assertEqual(proc.returncode, 1)
+        self.assertEqual(proc.returncode, 2)
         self.assertIn("'not a machine'", proc.stderr)
 
 

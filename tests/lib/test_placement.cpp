@@ -253,7 +253,8 @@ TEST(PlacementSynthetic, OfflinePusAreIgnoredWithAWarning) {
   r.allowed_by_user = true;
   EXPECT_EQ(
       error_of(t, r),
-      "the allowed CPU set 7,15 contains no online CPU of this topology (online: 0-6,8-12,14)");
+      "--cpuset=7,15: the allowed CPU set contains no online CPU of this topology (valid: CPUs "
+      "within 0-6,8-12,14)");
 }
 
 TEST(PlacementErrors, NameTheOptionValueAndValidChoices) {

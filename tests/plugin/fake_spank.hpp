@@ -2,6 +2,8 @@
 // can be driven directly in unit tests. The real Slurm tests (test_slurm_plugin.py) cover the rest.
 #pragma once
 
+#include <sched.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -25,5 +27,18 @@ State& state();
 void reset(spank_context_t context);
 spank_t handle();
 bool logged(const std::string& needle);
+
+// Keeps the test process's own affinity across tests that bind it (task_init binds "the task":
+// in these tests, this process).
+class AffinityGuard {
+ public:
+  AffinityGuard() { sched_getaffinity(0, sizeof saved_, &saved_); }
+  ~AffinityGuard() { sched_setaffinity(0, sizeof saved_, &saved_); }
+  AffinityGuard(const AffinityGuard&) = delete;
+  AffinityGuard& operator=(const AffinityGuard&) = delete;
+
+ private:
+  cpu_set_t saved_{};
+};
 
 }  // namespace fake_spank

@@ -45,17 +45,7 @@ std::string config_error(std::vector<std::string_view> args) {
   return "";
 }
 
-// Keeps the test process's own affinity across tests that bind it (task_init binds "the task").
-class AffinityGuard {
- public:
-  AffinityGuard() { sched_getaffinity(0, sizeof saved_, &saved_); }
-  ~AffinityGuard() { sched_setaffinity(0, sizeof saved_, &saved_); }
-  AffinityGuard(const AffinityGuard&) = delete;
-  AffinityGuard& operator=(const AffinityGuard&) = delete;
-
- private:
-  cpu_set_t saved_{};
-};
+using fake_spank::AffinityGuard;
 
 }  // namespace
 
