@@ -187,24 +187,27 @@ static bool may_be_in_view(const char* path) {
          is_mask_name(name);
 }
 
+// "/proc/self/fd/<fd>" in link (40 bytes), without snprintf.
+static void fd_link(int fd, char* link) {
+  static const char prefix[] = "/proc/self/fd/";
+  memcpy(link, prefix, sizeof prefix);
+  char digits[12];
+  size_t n = 0;
+  unsigned v = (unsigned)fd;
+  do {
+    digits[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  size_t at = sizeof prefix - 1;
+  while (n > 0) link[at++] = digits[--n];
+  link[at] = '\0';
+}
+
 // dirfd's path + "/" + path in out (NUL-terminated); false when it does not fit or dirfd has no
 // path.
 static bool absolute_path(int dirfd, const char* path, char* out, size_t size) {
-  char link[40] = "/proc/self/fd/";
-  if (dirfd == AT_FDCWD) {
-    memcpy(link, "/proc/self/cwd", sizeof "/proc/self/cwd");
-  } else {
-    char digits[12];
-    size_t n = 0;
-    unsigned v = (unsigned)dirfd;
-    do {
-      digits[n++] = (char)('0' + v % 10);
-      v /= 10;
-    } while (v != 0);
-    size_t at = strlen(link);
-    while (n > 0) link[at++] = digits[--n];
-    link[at] = '\0';
-  }
+  char link[40] = "/proc/self/cwd";
+  if (dirfd != AT_FDCWD) fd_link(dirfd, link);
   const long len = tf_raw_syscall6(SYS_readlinkat, AT_FDCWD, (long)(uintptr_t)link,
                                    (long)(uintptr_t)out, (long)size - 1, 0, 0);
   if (len <= 0 || out[0] != '/') return false;
@@ -529,17 +532,8 @@ static int serve(const buffer* content, int flags) {
   }
   (void)sys3(SYS_fcntl, memfd, F_ADD_SEALS,
              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
-  char link[40] = "/proc/self/fd/";
-  char digits[12];
-  size_t n = 0;
-  unsigned v = (unsigned)memfd;
-  do {
-    digits[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  size_t at = strlen(link);
-  while (n > 0) link[at++] = digits[--n];
-  link[at] = '\0';
+  char link[40];
+  fd_link(memfd, link);
   const int fd = sys_openat(AT_FDCWD, link, O_RDONLY | (flags & O_CLOEXEC));
   sys_close(memfd);
   return fd;
