@@ -342,7 +342,9 @@ class Memcheck(unittest.TestCase):
     def memcheck(self, argv, **kw):
         cmd = [VALGRIND, "-q", f"--error-exitcode={self.ERROR_EXIT}", "--leak-check=full",
                "--show-leak-kinds=definite", "--errors-for-leak-kinds=definite",
-               "--child-silent-after-fork=no", *argv]
+               "--child-silent-after-fork=no",
+               f"--suppressions={os.path.join(os.path.dirname(os.path.abspath(__file__)), 'valgrind.supp')}",
+               *argv]
         p = run(cmd, check=False, timeout=300, **kw)
         self.assertNotEqual(p.returncode, self.ERROR_EXIT, f"memcheck errors: {p.stderr}")
         self.assertEqual(p.returncode, 0, p.stderr)
