@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "gradient_exchange.hpp"
 #include "lowering.hpp"
 #include "tfpin/engine/runtime.hpp"
 
@@ -32,6 +34,7 @@ struct CompiledGraph {
   std::vector<Parameter> parameters;  // training: trained tensors and running statistics
   std::vector<std::string> parameter_names;
   int loss_buffer = -1;
+  std::unique_ptr<GradientExchange> exchange;  // data parallel only
   std::vector<std::vector<int>> successors;  // by step
   std::vector<int> predecessor_counts;       // by step
   AlignedBytes arena;

@@ -193,6 +193,10 @@ void CompiledGraph::lower(const Graph& graph) {
 
   OmpThreads omp_threads(static_cast<int>(options.intra));
   Lowering lowering(ir, engine, options, report);
+  if (options.training && options.training->data_parallel) {
+    exchange = std::make_unique<GradientExchange>(*options.training->data_parallel);
+    lowering.exchange = exchange.get();
+  }
   for (std::size_t i = 0; i < ir.values.size(); ++i) {
     const Value& v = ir.values[i];
     if (v.kind != ValueKind::input) continue;
@@ -227,6 +231,12 @@ void CompiledGraph::lower(const Graph& graph) {
     parameter_names.push_back(ir.values[static_cast<std::size_t>(p.value)].name);
   }
   loss_buffer = lowering.loss_buffer;
+  if (exchange) {
+    exchange->allocate();
+    report.gradient_buckets = exchange->buckets();
+    report.gradient_bytes = exchange->bytes();
+    report.weight_bytes += exchange->bytes();
+  }
   buffers = std::move(lowering.buffers);
   steps = std::move(lowering.steps);
   report.steps = static_cast<int>(steps.size());

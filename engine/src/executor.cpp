@@ -19,6 +19,8 @@ namespace {
 
 int linux_tid() { return static_cast<int>(syscall(SYS_gettid)); }
 
+}  // namespace
+
 bool pin_current_thread(const std::vector<unsigned>& cpus, std::string* error) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -36,8 +38,6 @@ bool pin_current_thread(const std::vector<unsigned>& cpus, std::string* error) {
   }
   return true;
 }
-
-}  // namespace
 
 Executor::Executor(CompiledGraph& graph) : graph_(graph) {}
 

@@ -19,6 +19,9 @@
 
 namespace tfpin::engine::detail {
 
+// Pins the calling thread to `cpus`; false with the reason in `error`.
+bool pin_current_thread(const std::vector<unsigned>& cpus, std::string* error);
+
 class Executor {
  public:
   explicit Executor(CompiledGraph& graph);

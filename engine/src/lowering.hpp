@@ -110,6 +110,16 @@ struct Parameter {
   int momentum = -1;
 };
 
+class GradientExchange;
+
+// Data parallel: an update that waits for its gradient's bucket to be reduced.
+struct DeferredUpdate {
+  int parameter = -1;  // index in Lowering::parameters
+  int bucket = -1;
+  std::size_t offset = 0;  // floats into the bucket
+  std::string name;
+};
+
 class Lowering {
  public:
   Lowering(Ir& ir, dnnl::engine engine, const CompileOptions& options, CompileReport& report);
@@ -147,6 +157,12 @@ class Lowering {
   std::map<int, int> running_stats;  // batch norm running mean/variance value -> buffer
   int labels_buffer = -1;
   int loss_buffer = -1;
+  // Data parallel: the gradients go through the exchange, the updates are deferred until their
+  // bucket is reduced (add_deferred_updates, after the last backward step).
+  GradientExchange* exchange = nullptr;
+  std::vector<DeferredUpdate> deferred_updates;
+  std::vector<int> bucket_tokens;  // per bucket: orders its packing, waiting and update steps
+  void add_deferred_updates();
   // The parameter `v` (a constant) in layout `want`: its one buffer, created on first use. In
   // training a parameter lives in one layout only (it is updated in place); a second layout is
   // unsupported.

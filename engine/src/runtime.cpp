@@ -36,6 +36,11 @@ Status check_options(const CompileOptions& options) {
     return {StatusCode::invalid_argument, fmt::format("lanes={} intra={}: both must be at least 1",
                                                       options.lanes, options.intra)};
   }
+  if (options.training && options.training->data_parallel) {
+    const DataParallelOptions& dp = *options.training->data_parallel;
+    if (!dp.reducer) return {StatusCode::invalid_argument, "data_parallel has no reducer"};
+    if (dp.replicas < 1) return {StatusCode::invalid_argument, "data_parallel replicas must be >= 1"};
+  }
   if (options.lane_cpus.empty()) return {};
   if (options.lane_cpus.size() != options.lanes) {
     return {StatusCode::invalid_argument, fmt::format("lane_cpus has {} entries for {} lanes",
@@ -92,6 +97,7 @@ Status Runtime::create(const Graph& graph, const CompileOptions& options,
     impl->graph.compile(graph);
     impl->executor = std::make_unique<Executor>(impl->graph);
     impl->executor->start();
+    if (impl->graph.exchange) impl->graph.exchange->start();
   } catch (const Failure& f) {
     return f.status;
   } catch (const std::bad_alloc&) {
@@ -136,7 +142,24 @@ Status Runtime::run() {
     return {StatusCode::invalid_state,
             "run before a successful setup: bind the inputs and outputs first"};
   }
-  return impl_->executor->run();
+  GradientExchange* exchange = impl_->graph.exchange.get();
+  if (exchange != nullptr) {
+    if (std::string failure = exchange->begin_run(); !failure.empty()) {
+      return {StatusCode::runtime_error,
+              fmt::format("the data-parallel job cannot go on: {}", failure)};
+    }
+  }
+  Status status = impl_->executor->run();
+  // Its buckets will never all be packed: later runs would reduce out of step with the replicas.
+  if (!status.ok() && exchange != nullptr) exchange->abandon(status.message());
+  return status;
+}
+
+std::vector<std::string> Runtime::parameter_names() const { return impl_->graph.parameter_names; }
+
+ExchangeStats Runtime::exchange_stats() const {
+  const GradientExchange* exchange = impl_->graph.exchange.get();
+  return exchange != nullptr ? exchange->last_run() : ExchangeStats{};
 }
 
 float Runtime::loss() const {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "gradient_exchange.hpp"
 #include "ops/common.hpp"
 
 namespace tfpin::engine::detail {
@@ -185,33 +186,104 @@ int Lowering::gradient_before_relu(int node, const md_t& want) {
   return reordered(dx, y_md, want, n.name + ":relu_gradient");
 }
 
+namespace {
+
+// SGD with momentum in PyTorch's form on n floats: v = mu v + scale dw; w -= lr v.
+void sgd_momentum(float* w, float* v, const float* dw, std::size_t n, float lr, float mu,
+                  float scale) {
+  const auto count = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for simd schedule(static)
+  for (std::ptrdiff_t i = 0; i < count; ++i) {
+    v[i] = mu * v[i] + scale * dw[i];
+    w[i] -= lr * v[i];
+  }
+}
+
+const md_t token_md({1}, dnnl::memory::data_type::f32, tag::x);
+
+}  // namespace
+
 void Lowering::add_update(int parameter_buffer, int gradient, const md_t& gradient_md,
                           const std::string& name) {
-  const Parameter* p = nullptr;
-  for (const Parameter& q : parameters) p = q.buffer == parameter_buffer ? &q : p;
-  if (p == nullptr) throw Unsupported(fmt::format("'{}' is not a trained tensor", name));
-  const int g = reordered(gradient, gradient_md, p->md, name + ":gradient");
-  const std::size_t n = floats(p->md);
+  int index = -1;
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    if (parameters[i].buffer == parameter_buffer) index = static_cast<int>(i);
+  }
+  if (index < 0) throw Unsupported(fmt::format("'{}' is not a trained tensor", name));
+  const Parameter& p = parameters[static_cast<std::size_t>(index)];
+  const int g = reordered(gradient, gradient_md, p.md, name + ":gradient");
+  const std::size_t n = floats(p.md);
   const float lr = options.training->learning_rate;
   const float mu = options.training->momentum;
+  if (exchange != nullptr) {
+    // Packed into its bucket as soon as it exists; the update waits for the bucket's reduction.
+    const GradientExchange::Slot slot = exchange->place(n);
+    if (static_cast<std::size_t>(slot.bucket) == bucket_tokens.size()) {
+      bucket_tokens.push_back(
+          zeroed_state_buffer(*this, sizeof(float), fmt::format("bucket{}", slot.bucket)));
+    }
+    Step step;
+    step.name = name + ":pack";
+    step.op = "gradient_pack";
+    step.args.push_back(Arg::in(0, g, p.md));
+    step.args.push_back(
+        Arg::in_out(0, bucket_tokens[static_cast<std::size_t>(slot.bucket)], token_md));
+    GradientExchange* ex = exchange;
+    step.kernel = [ex, slot, n](const KernelCall& call) {
+      std::memcpy(ex->data(slot.bucket) + slot.offset, call.data[0], n * sizeof(float));
+      ex->packed(slot.bucket);
+    };
+    add_kernel_step(std::move(step));
+    deferred_updates.push_back({index, slot.bucket, slot.offset, name});
+    return;
+  }
   Step step;
   step.name = name + ":sgd";
   step.op = "sgd_momentum";
-  step.args.push_back(Arg::in_out(0, p->buffer, p->md));
-  step.args.push_back(Arg::in_out(0, p->momentum, p->md));
-  step.args.push_back(Arg::in(0, g, p->md));
+  step.args.push_back(Arg::in_out(0, p.buffer, p.md));
+  step.args.push_back(Arg::in_out(0, p.momentum, p.md));
+  step.args.push_back(Arg::in(0, g, p.md));
   step.kernel = [n, lr, mu](const KernelCall& call) {
-    auto* w = static_cast<float*>(call.data[0]);
-    auto* v = static_cast<float*>(call.data[1]);
-    const auto* dw = static_cast<const float*>(call.data[2]);
-    const auto count = static_cast<std::ptrdiff_t>(n);
-#pragma omp parallel for simd schedule(static)
-    for (std::ptrdiff_t i = 0; i < count; ++i) {
-      v[i] = mu * v[i] + dw[i];
-      w[i] -= lr * v[i];
-    }
+    sgd_momentum(static_cast<float*>(call.data[0]), static_cast<float*>(call.data[1]),
+                 static_cast<const float*>(call.data[2]), n, lr, mu, 1.0f);
   };
   add_kernel_step(std::move(step));
+}
+
+void Lowering::add_deferred_updates() {
+  if (exchange == nullptr) return;
+  const float lr = options.training->learning_rate;
+  const float mu = options.training->momentum;
+  const float scale = exchange->scale();
+  GradientExchange* ex = exchange;
+  // Bucket by bucket, in the order they are reduced: the first updates run while later buckets
+  // are still on the wire.
+  for (int bucket = 0; bucket < exchange->buckets(); ++bucket) {
+    const int token = bucket_tokens[static_cast<std::size_t>(bucket)];
+    Step wait;
+    wait.name = fmt::format("bucket{}:wait", bucket);
+    wait.op = "gradient_wait";
+    wait.args.push_back(Arg::in_out(0, token, token_md));
+    wait.kernel = [ex, bucket](const KernelCall&) { ex->wait(bucket); };
+    add_kernel_step(std::move(wait));
+    for (const DeferredUpdate& u : deferred_updates) {
+      if (u.bucket != bucket) continue;
+      const Parameter& p = parameters[static_cast<std::size_t>(u.parameter)];
+      const std::size_t n = floats(p.md);
+      Step step;
+      step.name = u.name + ":sgd";
+      step.op = "sgd_momentum";
+      step.args.push_back(Arg::in_out(0, p.buffer, p.md));
+      step.args.push_back(Arg::in_out(0, p.momentum, p.md));
+      step.args.push_back(Arg::in(0, token, token_md));
+      const std::size_t offset = u.offset;
+      step.kernel = [ex, bucket, offset, n, lr, mu, scale](const KernelCall& call) {
+        sgd_momentum(static_cast<float*>(call.data[0]), static_cast<float*>(call.data[1]),
+                     ex->data(bucket) + offset, n, lr, mu, scale);
+      };
+      add_kernel_step(std::move(step));
+    }
+  }
 }
 
 void add_data_gradient(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,
@@ -273,6 +345,7 @@ void lower_training(Lowering& l, const std::vector<int>& order) {
     }
     op->backward(l, node);
   }
+  l.add_deferred_updates();
 }
 
 }  // namespace tfpin::engine::detail

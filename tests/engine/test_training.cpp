@@ -149,7 +149,7 @@ class TrainingOps : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
     build(net);
     CompileOptions o;
     o.fusion = std::get<1>(GetParam());
-    o.training = TrainingOptions{1.0f, 0.0f, 0.1f, 1};
+    o.training = TrainingOptions{1.0f, 0.0f, 0.1f, 1, 0, std::nullopt};
     Training t = train(net, o, 1);
     ASSERT_TRUE(t.status.ok()) << t.status.to_string();
     const double loss = reference_loss(net);
@@ -267,7 +267,7 @@ TEST(TrainingGraph, LossFallsAndLanesAndFusionAgree) {
   Net net(Layout::nhwc, {});
   small_resnet(net);
   CompileOptions o;
-  o.training = TrainingOptions{0.05f, 0.9f, 0.1f, 1};
+  o.training = TrainingOptions{0.05f, 0.9f, 0.1f, 1, 0, std::nullopt};
   const Training one = train(net, o, 8);
   ASSERT_TRUE(one.status.ok()) << one.status.to_string();
   for (float l : one.losses) EXPECT_TRUE(std::isfinite(l));
@@ -296,7 +296,7 @@ TEST(TrainingGraph, BatchNormUpdatesItsRunningStatistics) {
   Net net(Layout::nchw, {});
   small_resnet(net);
   CompileOptions o;
-  o.training = TrainingOptions{0.0f, 0.0f, 0.25f, 1};  // learning rate 0: the batch stays the same
+  o.training = TrainingOptions{0.0f, 0.0f, 0.25f, 1, 0, std::nullopt};  // learning rate 0: the batch stays the same
   std::unique_ptr<Runtime> rt;
   ASSERT_TRUE(Runtime::create(net.g, o, &rt).ok());
   std::vector<ExternalInput> in;
@@ -340,7 +340,7 @@ TEST(TrainingGraph, DropoutDrawsAMaskAndScales) {
   std::vector<float> images(64, 1.0f);
   std::vector<float> labels{3};
   CompileOptions o;
-  o.training = TrainingOptions{0.01f, 0.0f, 0.1f, 42};
+  o.training = TrainingOptions{0.01f, 0.0f, 0.1f, 42, 0, std::nullopt};
   std::unique_ptr<Runtime> rt;
   ASSERT_TRUE(Runtime::create(g, o, &rt).ok());
   std::vector<float> p(10);

@@ -31,8 +31,9 @@ static inline bool keep(std::uint64_t seed, std::uint64_t run, std::uint64_t i,
 }
 
 // y = x * mask * scale over the buffer; with `draw`, fills the mask first.
+// `first` is the global index of element 0 (data parallel: this replica's first sample's).
 static Kernel masked_scale(std::size_t n, float scale, bool draw, std::uint64_t seed,
-                           std::uint32_t threshold) {
+                           std::uint32_t threshold, std::uint64_t first) {
   return [=](const KernelCall& call) {
     const auto* x = static_cast<const float*>(call.data[0]);
     auto* mask = static_cast<std::uint8_t*>(call.data[1]);
@@ -40,7 +41,7 @@ static Kernel masked_scale(std::size_t n, float scale, bool draw, std::uint64_t 
     const auto count = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for schedule(static)
     for (std::ptrdiff_t i = 0; i < count; ++i) {
-      if (draw) mask[i] = keep(seed, call.run, static_cast<std::uint64_t>(i), threshold) ? 1 : 0;
+      if (draw) mask[i] = keep(seed, call.run, first + static_cast<std::uint64_t>(i), threshold) ? 1 : 0;
       y[i] = mask[i] != 0 ? x[i] * scale : 0.0f;
     }
   };
@@ -66,8 +67,11 @@ static void lower_dropout(Lowering& l, int node) {
   step.args.push_back(Arg::out(0, r.workspace, r.workspace_md));
   step.args.push_back(Arg::out(0, y, x_md));
   const auto threshold = static_cast<std::uint32_t>(static_cast<double>(rate) * 16777216.0);
+  // Batch is the outermost dimension in every layout: element i of sample n is n * per_sample + j.
+  const auto batch = static_cast<std::uint64_t>(value_of(l.ir, x).dims.at(0));
+  const std::uint64_t first = l.options.training->first_sample * (count / batch);
   step.kernel =
-      masked_scale(count, 1.0f / (1.0f - rate), true, l.options.training->seed, threshold);
+      masked_scale(count, 1.0f / (1.0f - rate), true, l.options.training->seed, threshold, first);
   l.add_kernel_step(std::move(step));
   l.define(n.output, x_md, y);
 }
@@ -86,7 +90,7 @@ static void backward_dropout(Lowering& l, int node) {
   step.args.push_back(Arg::in(0, l.gradient_as(n.output, y_md), y_md));
   step.args.push_back(Arg::in(0, r.workspace, r.workspace_md));
   step.args.push_back(Arg::out(0, dx, y_md));
-  step.kernel = masked_scale(y_md.get_size() / sizeof(float), 1.0f / (1.0f - rate), false, 0, 0);
+  step.kernel = masked_scale(y_md.get_size() / sizeof(float), 1.0f / (1.0f - rate), false, 0, 0, 0);
   l.add_kernel_step(std::move(step));
   l.add_gradient(x, dx, y_md);
 }

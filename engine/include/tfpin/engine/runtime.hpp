@@ -21,6 +21,39 @@
 
 namespace tfpin::engine {
 
+// Data-parallel training (Horovod's model): every replica (an MPI rank) runs the same graph on its
+// own shard of the global batch, and the gradients are summed over the replicas before each update.
+// The runtime packs the weight gradients into fused buckets as backward produces them and hands
+// each full bucket to the reducer on its communication thread, so the reduction overlaps the rest
+// of backward; the updates wait for their bucket. Batch norm keeps per-replica batch statistics
+// (no synchronised batch norm, as Horovod without SyncBatchNorm).
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+  // Replaces `data` with its element-wise sum over all replicas. Called on the runtime's
+  // communication thread, once per bucket per step, buckets in the same order (and of the same
+  // sizes) on every replica. A failure ends this and every later run of the runtime.
+  virtual Status sum(std::span<float> data) = 0;
+};
+
+struct DataParallelOptions {
+  std::shared_ptr<GradientReducer> reducer;
+  unsigned replicas = 1;  // the summed gradients are divided by this
+  // A bucket is closed once it holds at least this much (HOROVOD_FUSION_THRESHOLD's meaning; a
+  // gradient larger than it gets a bucket of its own). 0: one bucket per trained tensor.
+  std::uint64_t fusion_threshold_bytes = 64ull << 20;
+  // Where the communication thread runs (OS cpu indices); empty: where the creating thread may.
+  std::vector<unsigned> communication_cpus;
+};
+
+// What the communication did in the last run.
+struct ExchangeStats {
+  int buckets = 0;
+  std::uint64_t bytes = 0;        // gradient bytes reduced per step (this replica's share sent)
+  double reduce_seconds = 0;      // inside GradientReducer::sum
+  double exposed_seconds = 0;     // steps waited for a reduction (the rest was hidden)
+};
+
 // Training mode: every run is one SGD step. The graph's single output must be a softmax over
 // classes (the classifier); the loss is its cross-entropy against the extra input "labels" (N
 // class indices stored as floats). Constants that are weights or biases of convolutions and inner
@@ -31,6 +64,10 @@ struct TrainingOptions {
   float momentum = 0.9f;     // SGD momentum (PyTorch's form: v = m v + g; w -= lr v)
   float bn_momentum = 0.1f;  // running = (1 - m) running + m batch (unbiased variance)
   std::uint64_t seed = 1;    // dropout masks
+  // This replica's first sample in the global batch: dropout masks are drawn per global sample, so
+  // N replicas of batch B/N draw what one process of batch B draws.
+  std::uint64_t first_sample = 0;
+  std::optional<DataParallelOptions> data_parallel;  // unset: this process alone
 };
 
 struct CompileOptions {
@@ -66,6 +103,8 @@ struct CompileReport {
   int fused_adds = 0;     // residual adds turned into sum post-ops
   int in_place_adds = 0;  // ... of which write straight into the residual's buffer
   int parameters = 0;     // training: trained tensors (each with its momentum buffer)
+  int gradient_buckets = 0;             // data parallel: fused buckets reduced per step
+  std::uint64_t gradient_bytes = 0;     // ... and the bytes they hold
 };
 
 struct TensorInfo {
@@ -112,6 +151,10 @@ class Runtime {
   // Training: a trained tensor (or a batch norm's running statistic), by its constant's name, in
   // logical row-major order. invalid_argument for an unknown name.
   Status parameter(const std::string& name, std::vector<float>* values) const;
+  // Training: the names of the trained tensors and batch-norm running statistics (compile order).
+  [[nodiscard]] std::vector<std::string> parameter_names() const;
+  // Data parallel: what the gradient exchange did in the last run (zeros otherwise).
+  [[nodiscard]] ExchangeStats exchange_stats() const;
 
   [[nodiscard]] const std::vector<TensorInfo>& inputs() const;
   [[nodiscard]] const std::vector<TensorInfo>& outputs() const;
