@@ -19,6 +19,7 @@
 #include <random>
 
 #include "commands.hpp"
+#include "ranks.hpp"
 #include "tfpin/cpulist.hpp"
 #include "tfpin/engine/models.hpp"
 #include "tfpin/engine/runtime.hpp"
@@ -148,6 +149,19 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   sub->add_option("--trace_file", bench.trace_file,
                   "write a Chrome trace (JSON) of the timed steps: one event per operator")
       ->type_name("FILE");
+  sub->add_option("--variable_update", bench.variable_update,
+                  "replicated: this process alone; horovod: data parallel over the ranks of the "
+                  "MPI job it was launched in (srun --mpi=pmix), gradients averaged by allreduce; "
+                  "independent: the ranks train apart (no allreduce, for comparison)")
+      ->type_name("replicated|horovod|independent");
+  sub->add_option("--fusion_threshold_mb", bench.fusion_threshold_mb,
+                  "horovod: gradients are reduced in buckets of at least this many MiB, each as "
+                  "soon as backward has filled it (HOROVOD_FUSION_THRESHOLD; 0 = one per tensor)")
+      ->type_name("MB");
+  sub->add_option("--stall_timeout", bench.stall_timeout,
+                  "MPI jobs: seconds a rank waits for the others in any collective before it ends "
+                  "the job (a rank died or stopped; 0 = wait forever)")
+      ->type_name("SECONDS");
   sub->add_flag("--json", bench.json, "print one JSON object instead of the text report");
   sub->add_flag("--no_fusion", bench.no_fusion,
                 "compile without batch-norm folding and post-op fusion (for comparison)");
@@ -162,15 +176,30 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
 
 namespace {
 
+enum class VariableUpdate { replicated, horovod, independent };
+
 // The command's flags, checked.
 struct BenchSettings {
   engine::Model model = engine::Model::resnet50;
   engine::Layout layout = engine::Layout::nhwc;
-  unsigned batch = 0;
+  unsigned batch = 0;  // per rank
   unsigned steps = 0;
   unsigned warmup = 0;
   ThreadSettings threads;
+  VariableUpdate update = VariableUpdate::replicated;
+  std::uint64_t fusion_threshold_bytes = 0;
+  unsigned stall_seconds = 0;
+  [[nodiscard]] bool over_mpi() const { return update != VariableUpdate::replicated; }
 };
+
+VariableUpdate variable_update_option(const std::string& text) {
+  if (text == "replicated") return VariableUpdate::replicated;
+  if (text == "horovod") return VariableUpdate::horovod;
+  if (text == "independent") return VariableUpdate::independent;
+  usage_error(fmt::format(
+      "--variable_update={} is not supported (valid: replicated, horovod, independent)",
+      shown_value(text)));
+}
 
 BenchSettings check_flags(const BenchCommand& bench) {
   BenchSettings settings;
@@ -187,11 +216,24 @@ BenchSettings check_flags(const BenchCommand& bench) {
     request.inter = parse_non_negative("--num_inter_threads", bench.num_inter_threads, max_count);
   }
   settings.threads = resolve_threads(request, process_getenv);
+  settings.update = variable_update_option(bench.variable_update);
+  settings.fusion_threshold_bytes =
+      std::uint64_t{parse_non_negative("--fusion_threshold_mb", bench.fusion_threshold_mb, 1u << 20)}
+      << 20;
+  settings.stall_seconds = parse_non_negative("--stall_timeout", bench.stall_timeout, 1000000);
   return settings;
 }
 
+// Where every rank runs, for the header and the JSON.
+struct RankPlace {
+  std::string node;
+  std::string cpus_allowed;
+  std::string lanes;
+};
+
 // tf_cnn_benchmarks' preamble.
-void print_header(const BenchCommand& bench, const BenchSettings& settings) {
+void print_header(const BenchCommand& bench, const BenchSettings& settings, int ranks,
+                  const std::vector<RankPlace>& places) {
   const engine::LibraryVersion v = engine::onednn_runtime_version();
   const ThreadSettings& threads = settings.threads;
   fmt::print("tfpin engine: oneDNN {} ({})\n", v.text(), v.runtime);
@@ -200,19 +242,43 @@ void print_header(const BenchCommand& bench, const BenchSettings& settings) {
   fmt::print("Mode:        {}\n", bench.workload.forward_only
                                       ? "forward-only (inference)"
                                       : "training (SGD with momentum, cross-entropy)");
-  fmt::print("Batch size:  {} global\n             {} per device\n", settings.batch,
+  fmt::print("Batch size:  {} global\n             {} per device\n",
+             static_cast<std::uint64_t>(settings.batch) * static_cast<unsigned>(ranks),
              settings.batch);
   fmt::print("Num batches: {}\n", settings.steps);
-  fmt::print("Devices:     ['/cpu:0']\n");
+  fmt::print("Devices:     ['{}/cpu:0']\n", settings.over_mpi() ? "horovod" : "");
   fmt::print("Data format: {}\n", engine::to_string(settings.layout));
   fmt::print("Threads:     intra {} ({}), inter-op {} ({}), lanes {} ({})\n", threads.intra,
              threads.intra_source, threads.inter, threads.inter_source,
              lanes_text(threads.lane_cpus), threads.cpus_source);
+  if (settings.over_mpi()) {
+    fmt::print("Variable update: {} ({} ranks{})\n", bench.variable_update, ranks,
+               settings.update == VariableUpdate::horovod
+                   ? fmt::format(", gradients allreduced in buckets of {} MiB",
+                                 settings.fusion_threshold_bytes >> 20)
+                   : ", no allreduce");
+    for (std::size_t r = 0; r < places.size(); ++r) {
+      fmt::print("  rank {}: {} cpus {} lanes {}\n", r, places[r].node, places[r].cpus_allowed,
+                 places[r].lanes);
+    }
+  }
   fmt::print("==========\nGenerating model\n");
   std::fflush(stdout);
 }
 
-engine::CompileOptions compile_options(const BenchCommand& bench, const BenchSettings& settings) {
+// All the CPUs of the plan: where the communication thread may run. It sleeps while the network
+// works and wakes only to start and finish a bucket's reduction, so it shares the compute cores
+// rather than taking one of its own (which would idle most of the time).
+std::vector<unsigned> plan_cpus(const ThreadSettings& threads) {
+  std::vector<unsigned> cpus;
+  for (const auto& lane : threads.lane_cpus) cpus.insert(cpus.end(), lane.begin(), lane.end());
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
+
+engine::CompileOptions compile_options(const BenchCommand& bench, const BenchSettings& settings,
+                                       Ranks& ranks) {
   engine::CompileOptions options;
   options.lanes = settings.threads.inter;
   options.intra = settings.threads.intra;
@@ -221,7 +287,19 @@ engine::CompileOptions compile_options(const BenchCommand& bench, const BenchSet
   options.winograd = !bench.no_winograd;
   options.blocked_layouts = !bench.any_layouts;
   options.trace = !bench.trace_file.empty();
-  if (!bench.workload.forward_only) options.training = engine::TrainingOptions{};
+  if (!bench.workload.forward_only) {
+    engine::TrainingOptions training;
+    training.first_sample = static_cast<std::uint64_t>(ranks.rank()) * settings.batch;
+    if (settings.update == VariableUpdate::horovod) {
+      engine::DataParallelOptions dp;
+      dp.reducer = ranks.gradient_reducer();
+      dp.replicas = static_cast<unsigned>(ranks.size());
+      dp.fusion_threshold_bytes = settings.fusion_threshold_bytes;
+      dp.communication_cpus = plan_cpus(settings.threads);
+      training.data_parallel = dp;
+    }
+    options.training = training;
+  }
   return options;
 }
 
@@ -232,17 +310,27 @@ struct Feed {
   std::vector<float> probabilities;
 };
 
-engine::Status bind_feed(engine::Runtime& runtime, bool training, unsigned batch, Feed& feed) {
+// Sample g of the global batch is the same whichever rank holds it: the ranks of a data-parallel
+// job together see what one process of the global batch sees.
+engine::Status bind_feed(engine::Runtime& runtime, bool training, unsigned batch,
+                         std::uint64_t first_sample, Feed& feed) {
   const engine::TensorInfo& in_info = runtime.inputs().at(0);
   const engine::TensorInfo& out_info = runtime.outputs().at(0);
   feed.images.resize(in_info.elements());
-  std::mt19937 rng(7);
+  const std::size_t per_sample = in_info.elements() / batch;  // the batch is outermost
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (float& x : feed.images) x = dist(rng);
+  for (unsigned n = 0; n < batch; ++n) {
+    const std::uint64_t sample = first_sample + n;
+    std::seed_seq seed{7u, static_cast<unsigned>(sample), static_cast<unsigned>(sample >> 32)};
+    std::mt19937 rng(seed);
+    for (std::size_t i = 0; i < per_sample; ++i) feed.images[n * per_sample + i] = dist(rng);
+  }
   feed.probabilities.resize(out_info.elements());
   // Synthetic labels, as tf_cnn_benchmarks' synthetic data: fixed, spread over the classes.
   feed.labels.resize(batch);
-  for (unsigned i = 0; i < batch; ++i) feed.labels[i] = static_cast<float>((i * 7919u) % 1000u);
+  for (unsigned n = 0; n < batch; ++n) {
+    feed.labels[n] = static_cast<float>(((first_sample + n) * 7919u) % 1000u);
+  }
   std::vector<engine::ExternalInput> in = {{in_info.name, feed.images.data()}};
   if (training) in.push_back({"labels", feed.labels.data()});
   const engine::ExternalOutput out[] = {{out_info.name, feed.probabilities.data()}};
@@ -251,75 +339,90 @@ engine::Status bind_feed(engine::Runtime& runtime, bool training, unsigned batch
 
 struct Timing {
   std::vector<double> step_seconds;
-  double seconds = 0;  // the whole timed loop
+  double seconds = 0;         // the whole timed loop
+  std::vector<double> losses;  // per timed step: the mean over the ranks
+  double reduce_seconds = 0;   // summed over the timed steps
+  double exposed_seconds = 0;
 };
 
-// Warm-up, then the timed steps with tf_cnn_benchmarks' running report; nullopt when a step failed
-// (reported).
-std::optional<Timing> run_steps(engine::Runtime& runtime, const BenchCommand& bench,
-                                const BenchSettings& settings) {
+// Warm-up, then the timed steps with tf_cnn_benchmarks' running report (rank 0 prints). A failed
+// step ends the job.
+Timing run_steps(engine::Runtime& runtime, const BenchCommand& bench,
+                 const BenchSettings& settings, Ranks& ranks) {
   using Clock = std::chrono::steady_clock;
   const bool forward_only = bench.workload.forward_only;
-  const bool progress = !bench.json && isatty(STDERR_FILENO) != 0;
-  auto run_step = [&]() {
+  const bool printing = ranks.rank() == 0 && !bench.json;
+  const bool progress = printing && isatty(STDERR_FILENO) != 0;
+  auto run_step = [&](const char* phase, unsigned index) {
     engine::Status s = runtime.run();
     if (!s.ok()) {
       if (progress) fmt::print(stderr, "\r\033[K");
-      fmt::print(stderr, "tfpin bench: step failed: {}\n", s.to_string());
-      return false;
+      ranks.abort(fmt::format("{} step {} failed: {}", phase, index + 1, s.to_string()),
+                  exit_failure);
     }
-    return true;
   };
-  if (!bench.json) fmt::print("Running warm up\n");
+  if (printing) fmt::print("Running warm up\n");
   std::fflush(stdout);
   for (unsigned i = 0; i < settings.warmup; ++i) {
     if (progress) fmt::print(stderr, "\rwarm-up {}/{}", i + 1, settings.warmup);
-    if (!run_step()) return std::nullopt;
+    run_step("warm-up", i);
   }
   runtime.take_trace();  // keep only the timed steps
   if (progress) fmt::print(stderr, "\r\033[K");
-  if (!bench.json)
-    fmt::print("Done warm up\nStep\tImg/sec{}\n", forward_only ? "" : "\ttotal_loss");
+  if (printing) fmt::print("Done warm up\nStep\tImg/sec{}\n", forward_only ? "" : "\ttotal_loss");
   std::fflush(stdout);
   const double batch = settings.batch;
-  std::vector<double> times;
+  Timing timing;
+  std::vector<double>& times = timing.step_seconds;
   const auto start = Clock::now();
   for (unsigned i = 0; i < settings.steps; ++i) {
     const auto t0 = Clock::now();
-    if (!run_step()) return std::nullopt;
+    run_step("timed", i);
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    const engine::ExchangeStats exchange = runtime.exchange_stats();
+    timing.reduce_seconds += exchange.reduce_seconds;
+    timing.exposed_seconds += exchange.exposed_seconds;
+    if (!forward_only) {
+      timing.losses.push_back(ranks.sum(runtime.loss()) / ranks.size());
+    }
     if (progress) {
       fmt::print(stderr, "\rstep {}/{}: {:.1f} images/sec", i + 1, settings.steps,
                  batch / times.back());
     }
-    if (!bench.json && (i == 0 || (i + 1) % 10 == 0)) {
+    if (printing && (i == 0 || (i + 1) % 10 == 0)) {
       if (progress) fmt::print(stderr, "\r\033[K");
       if (forward_only) {
         fmt::print("{}\t{}\n", i + 1, perf_string(perf_stats(batch, times)));
       } else {
         fmt::print("{}\t{}\t{:.3f}\n", i + 1, perf_string(perf_stats(batch, times)),
-                   runtime.loss());
+                   timing.losses.back());
       }
       std::fflush(stdout);
     }
   }
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  timing.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (progress) fmt::print(stderr, "\r\033[K");
-  return Timing{std::move(times), seconds};
+  return timing;
 }
 
 // What the timed steps gave.
 struct Outcome {
-  double images_per_sec = 0;  // over the whole timed loop
+  double images_per_sec = 0;  // over the whole timed loop, summed over the ranks
+  std::vector<double> rank_images_per_sec;
   Stats stats;
   double best_step_images_per_sec = 0;
   double flops_per_image = 0;
-  float loss = 0;
+  float loss = 0;  // the last step's, mean over the ranks
   bool finite = true;
+  // Data parallel, per timed step (rank 0's).
+  double reduce_seconds_per_step = 0;
+  double exposed_seconds_per_step = 0;
+  std::vector<double> weight_checksums;  // per rank, after the run
 };
 
 nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& settings,
-                           const std::string& cpus_allowed, const engine::CompileReport& report,
+                           const std::vector<RankPlace>& places,
+                           const engine::CompileReport& report, const Timing& timing,
                            const Outcome& outcome) {
   const bool forward_only = bench.workload.forward_only;
   nlohmann::json j;
@@ -330,7 +433,10 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
   j["data_format"] = engine::to_string(settings.layout);
   j["forward_only"] = forward_only;
   j["mode"] = forward_only ? "inference" : "training";
-  if (!forward_only) j["loss"] = outcome.loss;
+  if (!forward_only) {
+    j["loss"] = outcome.loss;
+    j["losses"] = timing.losses;
+  }
   j["images_per_sec"] = outcome.images_per_sec;
   // "best": the fastest step, a floor for what the machine gives when nothing else runs on it.
   j["step_images_per_sec"] = {{"mean", outcome.stats.mean},
@@ -343,7 +449,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
   j["intra_source"] = threads.intra_source;
   j["interop_source"] = threads.inter_source;
   j["lanes"] = threads.lane_cpus;
-  j["cpus_allowed"] = cpus_allowed;
+  j["cpus_allowed"] = places.at(0).cpus_allowed;
   j["fusion"] = !bench.no_fusion;
   j["winograd"] = !bench.no_winograd;
   j["onednn"] = {{"version", engine::onednn_runtime_version().text()},
@@ -364,11 +470,39 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
                   {"in_place_adds", report.in_place_adds},
                   {"trained_tensors", report.parameters}};
   j["outputs_finite"] = outcome.finite;
+  j["variable_update"] = bench.variable_update;
+  j["ranks"] = places.size();
+  j["global_batch_size"] = static_cast<std::uint64_t>(settings.batch) * places.size();
+  if (settings.over_mpi()) {
+    nlohmann::json per_rank = nlohmann::json::array();
+    for (std::size_t r = 0; r < places.size(); ++r) {
+      nlohmann::json x = {{"rank", r},
+                          {"node", places[r].node},
+                          {"cpus_allowed", places[r].cpus_allowed},
+                          {"lanes", places[r].lanes},
+                          {"images_per_sec", outcome.rank_images_per_sec.at(r)}};
+      if (!forward_only) x["weights_checksum"] = outcome.weight_checksums.at(r);
+      per_rank.push_back(x);
+    }
+    j["per_rank"] = per_rank;
+  }
+  if (settings.update == VariableUpdate::horovod && !forward_only) {
+    const double reduce = outcome.reduce_seconds_per_step;
+    j["allreduce"] = {
+        {"buckets", report.gradient_buckets},
+        {"bytes_per_step", report.gradient_bytes},
+        {"fusion_threshold_bytes", settings.fusion_threshold_bytes},
+        {"seconds_per_step", reduce},
+        {"exposed_seconds_per_step", outcome.exposed_seconds_per_step},
+        {"hidden_fraction",
+         reduce > 0 ? std::clamp(1.0 - outcome.exposed_seconds_per_step / reduce, 0.0, 1.0)
+                    : 1.0}};
+  }
   return j;
 }
 
-void print_text_report(bool forward_only, const engine::CompileReport& report,
-                       const Outcome& outcome) {
+void print_text_report(const BenchSettings& settings, bool forward_only,
+                       const engine::CompileReport& report, const Outcome& outcome) {
   fmt::print("----------------------------------------------------------------\n");
   fmt::print("total images/sec: {:.2f}\n", outcome.images_per_sec);
   fmt::print("----------------------------------------------------------------\n");
@@ -379,6 +513,86 @@ void print_text_report(bool forward_only, const engine::CompileReport& report,
       outcome.flops_per_image * outcome.images_per_sec / 1e9, bytes_string(report.arena_bytes),
       bytes_string(report.activation_bytes), bytes_string(report.weight_bytes), report.steps,
       report.reorders);
+  if (settings.over_mpi()) {
+    fmt::print("per rank images/sec: {:.2f}\n", fmt::join(outcome.rank_images_per_sec, ", "));
+  }
+  if (settings.update == VariableUpdate::horovod && !forward_only) {
+    const double reduce = outcome.reduce_seconds_per_step;
+    fmt::print(
+        "allreduce per step: {} in {} buckets, {:.1f} ms, of which {:.1f} ms not hidden behind "
+        "backward ({:.0f}% hidden)\n",
+        bytes_string(report.gradient_bytes), report.gradient_buckets, reduce * 1e3,
+        outcome.exposed_seconds_per_step * 1e3,
+        reduce > 0 ? 100.0 * std::clamp(1.0 - outcome.exposed_seconds_per_step / reduce, 0.0, 1.0)
+                   : 100.0);
+  }
+}
+
+// FNV-1a over the trained tensors' bytes (identity of the initial weights), and their sum of
+// magnitudes (replicas that trained in step agree on it to rounding).
+struct WeightDigest {
+  std::uint64_t hash = 0xcbf29ce484222325ull;
+  double magnitude = 0;
+};
+
+WeightDigest weight_digest(const engine::Runtime& runtime) {
+  WeightDigest digest;
+  std::vector<float> values;
+  for (const std::string& name : runtime.parameter_names()) {
+    if (!runtime.parameter(name, &values).ok()) continue;
+    for (float v : values) {
+      std::uint32_t bits = 0;
+      std::memcpy(&bits, &v, sizeof bits);
+      for (int b = 0; b < 4; ++b) {
+        digest.hash ^= (bits >> (8 * b)) & 0xffu;
+        digest.hash *= 0x100000001b3ull;
+      }
+      digest.magnitude += std::abs(static_cast<double>(v));
+    }
+  }
+  return digest;
+}
+
+// Every rank must run the same job. Each rank's settings as "key=value" lines; compile failures
+// are reported by the rank that had them. Ends the job when they disagree.
+void check_ranks_agree(Ranks& ranks, const std::vector<std::string>& lines,
+                       const std::string& compile_error) {
+  std::string mine = compile_error.empty() ? "compiled=yes\n" : "compiled=no\n";
+  for (const std::string& line : lines) mine += line + "\n";
+  const std::vector<std::string> all = ranks.allgather(mine);
+  if (!compile_error.empty()) ranks.abort(compile_error, exit_failure);
+  auto split = [](const std::string& text) {
+    std::vector<std::string> out;
+    for (std::size_t pos = 0; pos < text.size();) {
+      const std::size_t end = text.find('\n', pos);
+      out.push_back(text.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    return out;
+  };
+  const std::vector<std::string> first = split(all[0]);
+  std::vector<std::string> differences;
+  bool failed_elsewhere = false;
+  for (std::size_t r = 1; r < all.size(); ++r) {
+    const std::vector<std::string> other = split(all[r]);
+    if (other.at(0) != "compiled=yes") {
+      failed_elsewhere = true;
+      continue;
+    }
+    for (std::size_t k = 0; k < std::min(first.size(), other.size()); ++k) {
+      if (first[k] != other[k]) {
+        differences.push_back(fmt::format("rank {} has {} where rank 0 has {}", r, other[k],
+                                          first[k].substr(first[k].find('=') + 1)));
+      }
+    }
+  }
+  if (failed_elsewhere) std::_Exit(exit_failure);  // that rank says why
+  if (differences.empty()) return;
+  if (ranks.rank() != 0) std::_Exit(exit_usage);  // rank 0 says why
+  ranks.abort(fmt::format("the ranks of this job disagree, and every rank must run the same "
+                          "model, batch size, thread layout and weights: {}",
+                          fmt::join(differences, "; ")),
+              exit_usage);
 }
 
 }  // namespace
@@ -395,12 +609,15 @@ int BenchCommand::operator()() const {
                     shown_value(trace_file), std::strerror(errno)));
   }
   const bool forward_only = workload.forward_only;
-  if (!json) print_header(*this, settings);
+  const std::unique_ptr<Ranks> ranks =
+      settings.over_mpi() ? join_mpi_job(settings.stall_seconds) : single_process();
+  const bool printing = ranks->rank() == 0;
 
   const engine::Graph graph = engine::build_model(settings.model, settings.batch, settings.layout);
   std::unique_ptr<engine::Runtime> runtime;
   engine::Status status =
-      engine::Runtime::create(graph, compile_options(*this, settings), &runtime);
+      engine::Runtime::create(graph, compile_options(*this, settings, *ranks), &runtime);
+  std::string compile_error;
   if (!status.ok()) {
     // A batch whose memory cannot be planned is the user's value to change, like a bad flag.
     const bool too_large = status.code() == engine::StatusCode::out_of_memory;
@@ -410,21 +627,52 @@ int BenchCommand::operator()() const {
                         "smaller batch): ",
                         settings.batch, workload.model)
                   : std::string();
-    fmt::print(stderr, "tfpin bench: {}cannot compile {} for batch {}: {}\n", refusal,
-               workload.model, settings.batch, status.to_string());
-    return too_large ? exit_usage : exit_failure;
+    compile_error = fmt::format("{}cannot compile {} for batch {}: {}", refusal, workload.model,
+                                settings.batch, status.to_string());
+    if (!settings.over_mpi()) {
+      fmt::print(stderr, "tfpin bench: {}\n", compile_error);
+      return too_large ? exit_usage : exit_failure;
+    }
   }
-  if (verbose) fmt::print(stderr, "{}", runtime->describe());
+  RankPlace place{ranks->node(), cpus_allowed, lanes_text(settings.threads.lane_cpus)};
+  std::vector<RankPlace> places = {place};
+  if (settings.over_mpi()) {
+    const engine::CompileReport empty;
+    const engine::CompileReport& report = runtime ? runtime->report() : empty;
+    const WeightDigest initial = runtime ? weight_digest(*runtime) : WeightDigest{};
+    check_ranks_agree(
+        *ranks,
+        {fmt::format("model={}", workload.model), fmt::format("batch_size={}", settings.batch),
+         fmt::format("data_format={}", engine::to_string(settings.layout)),
+         fmt::format("forward_only={}", forward_only),
+         fmt::format("num_batches={}", settings.steps),
+         fmt::format("num_warmup_batches={}", settings.warmup),
+         fmt::format("num_intra_threads={}", settings.threads.intra),
+         fmt::format("num_inter_threads={}", settings.threads.inter),
+         fmt::format("variable_update={}", variable_update),
+         fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20),
+         fmt::format("no_fusion={}", no_fusion), fmt::format("no_winograd={}", no_winograd),
+         fmt::format("any_layouts={}", any_layouts),
+         fmt::format("oneDNN={}", engine::onednn_runtime_version().text()),
+         fmt::format("gradient_buckets={}", report.gradient_buckets),
+         fmt::format("gradient_bytes={}", report.gradient_bytes),
+         fmt::format("initial_weights={:016x}", initial.hash)},
+        compile_error);
+    const std::vector<std::string> nodes = ranks->allgather(place.node);
+    const std::vector<std::string> cpus = ranks->allgather(place.cpus_allowed);
+    const std::vector<std::string> lanes = ranks->allgather(place.lanes);
+    places.clear();
+    for (std::size_t r = 0; r < nodes.size(); ++r) places.push_back({nodes[r], cpus[r], lanes[r]});
+  }
+  if (printing && !json) print_header(*this, settings, ranks->size(), places);
+  if (verbose && printing) fmt::print(stderr, "{}", runtime->describe());
   Feed feed;
-  status = bind_feed(*runtime, !forward_only, settings.batch, feed);
-  if (!status.ok()) {
-    fmt::print(stderr, "tfpin bench: setup failed: {}\n", status.to_string());
-    return exit_failure;
-  }
+  status = bind_feed(*runtime, !forward_only, settings.batch,
+                     static_cast<std::uint64_t>(ranks->rank()) * settings.batch, feed);
+  if (!status.ok()) ranks->abort(fmt::format("setup failed: {}", status.to_string()), exit_failure);
 
-  const std::optional<Timing> timing = run_steps(*runtime, *this, settings);
-  if (!timing) return exit_failure;
-  if (!trace_file.empty()) {
+  const Timing timing = run_steps(*runtime, *this, settings, *ranks);
+  if (!trace_file.empty() && printing) {
     std::ofstream f(trace_file);
     f << engine::chrome_trace_json(runtime->take_trace());
     if (!f) {
@@ -436,26 +684,53 @@ int BenchCommand::operator()() const {
   const engine::CompileReport& report = runtime->report();
   const double batch = settings.batch;
   Outcome outcome;
-  const std::vector<double>& times = timing->step_seconds;
-  outcome.images_per_sec = batch * settings.steps / timing->seconds;
+  const std::vector<double>& times = timing.step_seconds;
+  outcome.rank_images_per_sec = ranks->allgather(batch * settings.steps / timing.seconds);
+  for (double x : outcome.rank_images_per_sec) outcome.images_per_sec += x;
   outcome.stats = perf_stats(batch, times);
   outcome.best_step_images_per_sec = batch / *std::min_element(times.begin(), times.end());
   // Training counts 3x the forward FLOPs (forward, backward data, backward weights), as is usual.
   outcome.flops_per_image = report.flops / batch * (forward_only ? 1.0 : 3.0);
-  outcome.loss = runtime->loss();
-  outcome.finite = std::all_of(feed.probabilities.begin(), feed.probabilities.end(),
-                               [](float p) { return std::isfinite(p); });
-  if (!forward_only) outcome.finite = outcome.finite && std::isfinite(outcome.loss);
+  outcome.loss = forward_only ? runtime->loss() : static_cast<float>(timing.losses.back());
+  outcome.reduce_seconds_per_step = timing.reduce_seconds / settings.steps;
+  outcome.exposed_seconds_per_step = timing.exposed_seconds / settings.steps;
+  bool finite = std::all_of(feed.probabilities.begin(), feed.probabilities.end(),
+                            [](float p) { return std::isfinite(p); });
+  if (!forward_only) finite = finite && std::isfinite(runtime->loss());
+  outcome.finite = ranks->sum(finite ? 0.0 : 1.0) == 0.0;
+  if (settings.over_mpi() && !forward_only) {
+    outcome.weight_checksums = ranks->allgather(weight_digest(*runtime).magnitude);
+  }
 
-  if (json) {
-    fmt::print("{}\n", json_text(json_report(*this, settings, cpus_allowed, report, outcome)));
-  } else {
-    print_text_report(forward_only, report, outcome);
+  if (printing) {
+    if (json) {
+      fmt::print("{}\n",
+                 json_text(json_report(*this, settings, places, report, timing, outcome)));
+    } else {
+      print_text_report(settings, forward_only, report, outcome);
+    }
+    std::fflush(stdout);
   }
   if (!outcome.finite) {
+    if (!printing) return exit_failure;
     fmt::print(stderr, "tfpin bench: the outputs {}are not finite\n",
                forward_only ? "" : "or the loss ");
     return exit_failure;
+  }
+  if (settings.update == VariableUpdate::horovod && !forward_only) {
+    // The replicas applied the same averaged gradients: their weights must agree.
+    const double reference = outcome.weight_checksums.at(0);
+    for (std::size_t r = 1; r < outcome.weight_checksums.size(); ++r) {
+      const double other = outcome.weight_checksums[r];
+      if (std::abs(other - reference) > 1e-6 * std::abs(reference)) {
+        if (!printing) return exit_failure;
+        fmt::print(stderr,
+                   "tfpin bench: the ranks' weights differ after training (rank {}: sum |w| = "
+                   "{}, rank 0: {}): the gradient allreduce did not keep them in step\n",
+                   r, other, reference);
+        return exit_failure;
+      }
+    }
   }
   return 0;
 }

@@ -33,6 +33,10 @@ struct BenchCommand {
   CLI::Option* num_intra_option = nullptr;
   CLI::Option* num_inter_option = nullptr;
   std::string trace_file;
+  // Data parallel across the ranks of an MPI job (tf_cnn_benchmarks' flag; see ranks.hpp).
+  std::string variable_update = "replicated";
+  std::string fusion_threshold_mb = "64";
+  std::string stall_timeout = "120";
   bool json = false;
   bool no_fusion = false;
   bool no_winograd = false;

@@ -1,0 +1,44 @@
+#include "ranks.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "commands.hpp"
+
+namespace tfpin::cli {
+
+std::string Ranks::who() const {
+  if (size() == 1 && rank() == 0) return {};
+  return fmt::format("rank {} of {} ({})", rank(), size(), node());
+}
+
+namespace {
+
+class SingleProcess final : public Ranks {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string node() const override {
+    char name[256] = {};
+    return gethostname(name, sizeof name - 1) == 0 ? name : "localhost";
+  }
+  std::vector<std::string> allgather(const std::string& mine) override { return {mine}; }
+  std::vector<double> allgather(double mine) override { return {mine}; }
+  double sum(double mine) override { return mine; }
+  std::shared_ptr<engine::GradientReducer> gradient_reducer() override { return nullptr; }
+  [[noreturn]] void abort(const std::string& message, int exit_code) override {
+    std::fflush(stdout);
+    fmt::print(stderr, "tfpin bench: {}\n", message);
+    std::fflush(stderr);
+    std::_Exit(exit_code);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Ranks> single_process() { return std::make_unique<SingleProcess>(); }
+
+}  // namespace tfpin::cli

@@ -1,0 +1,39 @@
+// The processes of one `tfpin bench` job: this process alone, or the ranks of an MPI job
+// (--variable_update=horovod|independent). Every collective is bounded by the stall timeout: a rank
+// that died or stopped ends the job with a message, never a hang.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tfpin/engine/runtime.hpp"
+
+namespace tfpin::cli {
+
+class Ranks {
+ public:
+  virtual ~Ranks() = default;
+  [[nodiscard]] virtual int rank() const = 0;
+  [[nodiscard]] virtual int size() const = 0;
+  [[nodiscard]] virtual std::string node() const = 0;  // the host (MPI's processor name)
+  // Every rank's string, by rank. Each rank must call it the same number of times.
+  virtual std::vector<std::string> allgather(const std::string& mine) = 0;
+  virtual std::vector<double> allgather(double mine) = 0;
+  virtual double sum(double mine) = 0;
+  // Sums gradients over the ranks (on the engine's communication thread); null for one process.
+  virtual std::shared_ptr<engine::GradientReducer> gradient_reducer() = 0;
+  // Ends this process at once (stdout flushed) with `message` on stderr, prefixed with the rank;
+  // the other ranks end through their own checks or the stall timeout.
+  [[noreturn]] virtual void abort(const std::string& message, int exit_code) = 0;
+  // "rank 1 of 2 (n2)", or "" for one process.
+  [[nodiscard]] std::string who() const;
+};
+
+std::unique_ptr<Ranks> single_process();
+// Joins the MPI job this process was launched in (srun --mpi=pmix, mpirun; a lone process is a
+// job of one). stall_seconds: how long any collective may wait for the other ranks (0: forever).
+// Throws tfpin::Error(invalid_request) when tfpin was built without MPI.
+std::unique_ptr<Ranks> join_mpi_job(double stall_seconds);
+
+}  // namespace tfpin::cli

@@ -1,0 +1,243 @@
+// The ranks of an MPI job (Open MPI). Collectives are non-blocking requests polled with short
+// sleeps: a rank waiting for slower peers then leaves its core to the compute threads (a blocking
+// Open MPI call spins), and every wait can give up after the stall timeout.
+#include <fmt/format.h>
+// C API only: Open MPI would also pull in its deprecated C++ bindings.
+#define OMPI_SKIP_MPICXX 1
+#include <mpi.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "commands.hpp"
+#include "ranks.hpp"
+
+namespace tfpin::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return fmt::format("MPI error {}", code);
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+[[noreturn]] void die(const std::string& who, const std::string& message, int exit_code) {
+  std::fflush(stdout);
+  fmt::print(stderr, "tfpin bench: {}{}{}\n", who, who.empty() ? "" : ": ", message);
+  std::fflush(stderr);
+  std::_Exit(exit_code);
+}
+
+// Bounds MPI_Init: a launcher without PMI support, or ranks that never start, would block it.
+class InitWatchdog {
+ public:
+  explicit InitWatchdog(double seconds) {
+    if (seconds <= 0) return;
+    thread_ = std::thread([this, seconds] {
+      std::unique_lock lock(mutex_);
+      if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done_; })) {
+        die("", fmt::format("MPI_Init has not completed after {} s (--stall_timeout): the other "
+                            "ranks did not start, or the launcher gave no MPI wire-up (use "
+                            "srun --mpi=pmix)",
+                            seconds),
+            exit_failure);
+      }
+    });
+  }
+  ~InitWatchdog() {
+    {
+      std::lock_guard lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  InitWatchdog(const InitWatchdog&) = delete;
+  InitWatchdog& operator=(const InitWatchdog&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// Waits for `request`; empty on success, else why not (an MPI error, or the stall timeout).
+std::string wait_bounded(MPI_Request& request, double stall_seconds, const char* what) {
+  const auto start = Clock::now();
+  for (unsigned polls = 0;; ++polls) {
+    int done = 0;
+    const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return fmt::format("{} failed: {}", what, mpi_error_text(rc));
+    if (done != 0) return {};
+    if (stall_seconds > 0 &&
+        std::chrono::duration<double>(Clock::now() - start).count() > stall_seconds) {
+      return fmt::format(
+          "{}: no answer from the other ranks for {} s (--stall_timeout): a rank has died or "
+          "stopped; ending the job",
+          what, stall_seconds);
+    }
+    // A few hundred quick polls for the short collectives, then 50 us sleeps.
+    if (polls > 200) {
+      const timespec pause{0, 50 * 1000};
+      nanosleep(&pause, nullptr);
+    }
+  }
+}
+
+class MpiReducer final : public engine::GradientReducer {
+ public:
+  MpiReducer(MPI_Comm comm, double stall_seconds) : comm_(comm), stall_seconds_(stall_seconds) {}
+  engine::Status sum(std::span<float> data) override {
+    // Counts are ints: very large buckets go in pieces.
+    constexpr std::size_t piece = std::size_t{1} << 30;
+    for (std::size_t done = 0; done < data.size(); done += piece) {
+      const auto count = static_cast<int>(std::min(piece, data.size() - done));
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int rc = MPI_Iallreduce(MPI_IN_PLACE, data.data() + done, count, MPI_FLOAT, MPI_SUM,
+                                    comm_, &request);
+      if (rc != MPI_SUCCESS) {
+        return {engine::StatusCode::runtime_error,
+                fmt::format("MPI_Iallreduce: {}", mpi_error_text(rc))};
+      }
+      std::string error = wait_bounded(request, stall_seconds_, "the gradient allreduce");
+      if (!error.empty()) return {engine::StatusCode::runtime_error, error};
+    }
+    return {};
+  }
+
+ private:
+  MPI_Comm comm_;
+  double stall_seconds_;
+};
+
+class MpiJob final : public Ranks {
+ public:
+  explicit MpiJob(double stall_seconds) : stall_seconds_(stall_seconds) {
+    int provided = MPI_THREAD_SINGLE;
+    {
+      InitWatchdog watchdog(stall_seconds);
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+        die("", "MPI_Init failed", exit_failure);
+      }
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    // Slurm's simulated nodes share one host name: the node Slurm says is more telling.
+    if (const char* slurm_node = std::getenv("SLURMD_NODENAME"); slurm_node != nullptr) {
+      node_ = slurm_node;
+    } else {
+      char name[MPI_MAX_PROCESSOR_NAME] = {};
+      int length = 0;
+      MPI_Get_processor_name(name, &length);
+      node_.assign(name, static_cast<std::size_t>(length));
+    }
+    if (provided < MPI_THREAD_SERIALIZED) {
+      die(who(), "the MPI library does not offer MPI_THREAD_SERIALIZED, which the communication "
+                 "thread needs",
+          exit_failure);
+    }
+    // Errors come back as codes (reported by the rank that saw them), and the gradients have a
+    // communicator of their own so they can never match one of the main thread's collectives.
+    MPI_Comm_dup(MPI_COMM_WORLD, &control_);
+    MPI_Comm_dup(MPI_COMM_WORLD, &gradients_);
+    MPI_Comm_set_errhandler(control_, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(gradients_, MPI_ERRORS_RETURN);
+  }
+
+  ~MpiJob() override {
+    // A last bounded barrier: MPI_Finalize would wait forever for a rank that is gone.
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Ibarrier(control_, &request);
+    std::string error = wait_bounded(request, stall_seconds_, "the final barrier");
+    if (!error.empty()) die(who(), error, exit_failure);
+    MPI_Comm_free(&gradients_);
+    MPI_Comm_free(&control_);
+    MPI_Finalize();
+  }
+  MpiJob(const MpiJob&) = delete;
+  MpiJob& operator=(const MpiJob&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string node() const override { return node_; }
+
+  std::vector<std::string> allgather(const std::string& mine) override {
+    const std::vector<double> lengths = allgather(static_cast<double>(mine.size()));
+    std::vector<int> counts;
+    std::vector<int> offsets;
+    int total = 0;
+    for (double length : lengths) {
+      offsets.push_back(total);
+      counts.push_back(static_cast<int>(length));
+      total += counts.back();
+    }
+    std::string all(static_cast<std::size_t>(total), '\0');
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgatherv(mine.data(), static_cast<int>(mine.size()), MPI_CHAR, all.data(),
+                          counts.data(), offsets.data(), MPI_CHAR, control_, &request),
+          request, "gathering the ranks' settings");
+    std::vector<std::string> out;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      out.push_back(all.substr(static_cast<std::size_t>(offsets[r]),
+                               static_cast<std::size_t>(counts[r])));
+    }
+    return out;
+  }
+
+  std::vector<double> allgather(double mine) override {
+    std::vector<double> all(static_cast<std::size_t>(size_));
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, control_, &request),
+          request, "gathering the ranks' figures");
+    return all;
+  }
+
+  double sum(double mine) override {
+    double total = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(&mine, &total, 1, MPI_DOUBLE, MPI_SUM, control_, &request), request,
+          "summing over the ranks");
+    return total;
+  }
+
+  std::shared_ptr<engine::GradientReducer> gradient_reducer() override {
+    return std::make_shared<MpiReducer>(gradients_, stall_seconds_);
+  }
+
+  [[noreturn]] void abort(const std::string& message, int exit_code) override {
+    die(who(), message, exit_code);
+  }
+
+ private:
+  void check(int rc, MPI_Request& request, const char* what) {
+    if (rc != MPI_SUCCESS) die(who(), fmt::format("{} failed: {}", what, mpi_error_text(rc)), 1);
+    std::string error = wait_bounded(request, stall_seconds_, what);
+    if (!error.empty()) die(who(), error, exit_failure);
+  }
+
+  double stall_seconds_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::string node_;
+  MPI_Comm control_ = MPI_COMM_NULL;
+  MPI_Comm gradients_ = MPI_COMM_NULL;
+};
+
+}  // namespace
+
+std::unique_ptr<Ranks> join_mpi_job(double stall_seconds) {
+  return std::make_unique<MpiJob>(stall_seconds);
+}
+
+}  // namespace tfpin::cli
