@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -38,55 +39,105 @@ std::string mpi_error_text(int code) {
   std::_Exit(exit_code);
 }
 
-// Bounds MPI_Init: a launcher without PMI support, or ranks that never start, would block it.
-class InitWatchdog {
+// Ends the process when a collective (or MPI_Init) outlives the stall timeout, from a thread of
+// its own: a thread can be stuck inside Open MPI itself (after a peer's connection was reset, its
+// error path waits on the runtime), where no polling loop would ever see the clock. It writes with
+// write(2) and no stdio, whose locks the stuck threads may hold.
+class Watchdog {
  public:
-  explicit InitWatchdog(double seconds) {
-    if (seconds <= 0) return;
-    thread_ = std::thread([this, seconds] {
-      std::unique_lock lock(mutex_);
-      if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return done_; })) {
-        die("", fmt::format("MPI_Init has not completed after {} s (--stall_timeout): the other "
-                            "ranks did not start, or the launcher gave no MPI wire-up (use "
-                            "srun --mpi=pmix)",
-                            seconds),
-            exit_failure);
-      }
-    });
+  explicit Watchdog(double seconds) : seconds_(seconds) {
+    if (seconds_ > 0) thread_ = std::thread([this] { watch(); });
   }
-  ~InitWatchdog() {
+  ~Watchdog() {
     {
       std::lock_guard lock(mutex_);
-      done_ = true;
+      stop_ = true;
     }
     cv_.notify_all();
     if (thread_.joinable()) thread_.join();
   }
-  InitWatchdog(const InitWatchdog&) = delete;
-  InitWatchdog& operator=(const InitWatchdog&) = delete;
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  void set_who(std::string who) {
+    std::lock_guard lock(mutex_);
+    who_ = std::move(who);
+  }
+
+  // While alive, `what` must finish within the stall timeout.
+  class Guard {
+   public:
+    Guard(Watchdog& dog, std::string what) : dog_(dog) {
+      if (dog_.seconds_ <= 0) return;
+      std::lock_guard lock(dog_.mutex_);
+      id_ = ++dog_.next_id_;
+      dog_.armed_[id_] = {Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(dog_.seconds_)),
+                          std::move(what)};
+      dog_.cv_.notify_all();
+    }
+    ~Guard() {
+      if (id_ == 0) return;
+      std::lock_guard lock(dog_.mutex_);
+      dog_.armed_.erase(id_);
+    }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+   private:
+    Watchdog& dog_;
+    std::uint64_t id_ = 0;
+  };
 
  private:
+  struct Armed {
+    Clock::time_point deadline;
+    std::string what;
+  };
+
+  void watch() {
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      if (armed_.empty()) {
+        cv_.wait(lock);
+        continue;
+      }
+      auto first = armed_.begin();
+      for (auto it = armed_.begin(); it != armed_.end(); ++it) {
+        if (it->second.deadline < first->second.deadline) first = it;
+      }
+      if (Clock::now() < first->second.deadline) {
+        cv_.wait_until(lock, first->second.deadline);
+        continue;
+      }
+      const std::string text = fmt::format(
+          "tfpin bench: {}{}{}: no answer from the other ranks for {} s (--stall_timeout): a "
+          "rank has died or stopped; ending the job\n",
+          who_, who_.empty() ? "" : ": ", first->second.what, seconds_);
+      ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());
+      (void)ignored;
+      std::_Exit(exit_failure);
+    }
+  }
+
+  double seconds_;
   std::mutex mutex_;
   std::condition_variable cv_;
-  bool done_ = false;
+  bool stop_ = false;
+  std::string who_;
+  std::uint64_t next_id_ = 0;
+  std::map<std::uint64_t, Armed> armed_;
   std::thread thread_;
 };
 
-// Waits for `request`; empty on success, else why not (an MPI error, or the stall timeout).
-std::string wait_bounded(MPI_Request& request, double stall_seconds, const char* what) {
-  const auto start = Clock::now();
+// Waits for `request` under the watchdog; empty on success, else the MPI error.
+std::string wait_bounded(Watchdog& watchdog, MPI_Request& request, const char* what) {
+  const Watchdog::Guard guard(watchdog, what);
   for (unsigned polls = 0;; ++polls) {
     int done = 0;
     const int rc = MPI_Test(&request, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return fmt::format("{} failed: {}", what, mpi_error_text(rc));
     if (done != 0) return {};
-    if (stall_seconds > 0 &&
-        std::chrono::duration<double>(Clock::now() - start).count() > stall_seconds) {
-      return fmt::format(
-          "{}: no answer from the other ranks for {} s (--stall_timeout): a rank has died or "
-          "stopped; ending the job",
-          what, stall_seconds);
-    }
     // A few hundred quick polls for the short collectives, then 50 us sleeps.
     if (polls > 200) {
       const timespec pause{0, 50 * 1000};
@@ -97,7 +148,7 @@ std::string wait_bounded(MPI_Request& request, double stall_seconds, const char*
 
 class MpiReducer final : public engine::GradientReducer {
  public:
-  MpiReducer(MPI_Comm comm, double stall_seconds) : comm_(comm), stall_seconds_(stall_seconds) {}
+  MpiReducer(MPI_Comm comm, Watchdog& watchdog) : comm_(comm), watchdog_(watchdog) {}
   engine::Status sum(std::span<float> data) override {
     // Counts are ints: very large buckets go in pieces.
     constexpr std::size_t piece = std::size_t{1} << 30;
@@ -110,7 +161,7 @@ class MpiReducer final : public engine::GradientReducer {
         return {engine::StatusCode::runtime_error,
                 fmt::format("MPI_Iallreduce: {}", mpi_error_text(rc))};
       }
-      std::string error = wait_bounded(request, stall_seconds_, "the gradient allreduce");
+      std::string error = wait_bounded(watchdog_, request, "the gradient allreduce");
       if (!error.empty()) return {engine::StatusCode::runtime_error, error};
     }
     return {};
@@ -118,15 +169,16 @@ class MpiReducer final : public engine::GradientReducer {
 
  private:
   MPI_Comm comm_;
-  double stall_seconds_;
+  Watchdog& watchdog_;
 };
 
 class MpiJob final : public Ranks {
  public:
-  explicit MpiJob(double stall_seconds) : stall_seconds_(stall_seconds) {
+  explicit MpiJob(double stall_seconds) : watchdog_(stall_seconds) {
     int provided = MPI_THREAD_SINGLE;
     {
-      InitWatchdog watchdog(stall_seconds);
+      // A launcher without MPI wire-up, or ranks that never start, would block it.
+      const Watchdog::Guard guard(watchdog_, "MPI_Init (launch with srun --mpi=pmix)");
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
         die("", "MPI_Init failed", exit_failure);
       }
@@ -142,6 +194,7 @@ class MpiJob final : public Ranks {
       MPI_Get_processor_name(name, &length);
       node_.assign(name, static_cast<std::size_t>(length));
     }
+    watchdog_.set_who(who());
     if (provided < MPI_THREAD_SERIALIZED) {
       die(who(), "the MPI library does not offer MPI_THREAD_SERIALIZED, which the communication "
                  "thread needs",
@@ -159,7 +212,7 @@ class MpiJob final : public Ranks {
     // A last bounded barrier: MPI_Finalize would wait forever for a rank that is gone.
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Ibarrier(control_, &request);
-    std::string error = wait_bounded(request, stall_seconds_, "the final barrier");
+    std::string error = wait_bounded(watchdog_, request, "the final barrier");
     if (!error.empty()) die(who(), error, exit_failure);
     MPI_Comm_free(&gradients_);
     MPI_Comm_free(&control_);
@@ -212,7 +265,7 @@ class MpiJob final : public Ranks {
   }
 
   std::shared_ptr<engine::GradientReducer> gradient_reducer() override {
-    return std::make_shared<MpiReducer>(gradients_, stall_seconds_);
+    return std::make_shared<MpiReducer>(gradients_, watchdog_);
   }
 
   [[noreturn]] void abort(const std::string& message, int exit_code) override {
@@ -222,11 +275,11 @@ class MpiJob final : public Ranks {
  private:
   void check(int rc, MPI_Request& request, const char* what) {
     if (rc != MPI_SUCCESS) die(who(), fmt::format("{} failed: {}", what, mpi_error_text(rc)), 1);
-    std::string error = wait_bounded(request, stall_seconds_, what);
+    std::string error = wait_bounded(watchdog_, request, what);
     if (!error.empty()) die(who(), error, exit_failure);
   }
 
-  double stall_seconds_;
+  Watchdog watchdog_;
   int rank_ = 0;
   int size_ = 1;
   std::string node_;
