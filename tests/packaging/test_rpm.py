@@ -54,6 +54,7 @@ EXPECTED_FILES = {
     "/usr/share/doc/tfpin/examples/demo.sbatch",
     "/usr/share/doc/tfpin/examples/resnet-2lanes.sbatch",
     "/usr/share/doc/tfpin/examples/workers-per-socket.sbatch",
+    "/usr/share/doc/tfpin/examples/data-parallel.sbatch",
 } | ({"/usr/share/doc/tfpin/engine.md"} if ENGINE else set())
 MAN_PAGES = ("/usr/share/man/man1/tfpin.1", "/usr/share/man/man8/tfpin-plugin.8")
 # rpmbuild's brp-compress compresses man pages as the platform chose (Debian 13's rpm: gzip).
