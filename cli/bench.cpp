@@ -529,7 +529,8 @@ void print_text_report(const BenchSettings& settings, bool forward_only,
 }
 
 // FNV-1a over the trained tensors' bytes (identity of the initial weights), and their sum of
-// magnitudes (replicas that trained in step agree on it to rounding).
+// magnitudes (replicas that trained in step agree on it to rounding). Batch norm's running
+// statistics are left out: each rank keeps its own, from its own batches.
 struct WeightDigest {
   std::uint64_t hash = 0xcbf29ce484222325ull;
   double magnitude = 0;
@@ -538,7 +539,7 @@ struct WeightDigest {
 WeightDigest weight_digest(const engine::Runtime& runtime) {
   WeightDigest digest;
   std::vector<float> values;
-  for (const std::string& name : runtime.parameter_names()) {
+  for (const std::string& name : runtime.trained_names()) {
     if (!runtime.parameter(name, &values).ok()) continue;
     for (float v : values) {
       std::uint32_t bits = 0;

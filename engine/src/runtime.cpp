@@ -155,7 +155,14 @@ Status Runtime::run() {
   return status;
 }
 
-std::vector<std::string> Runtime::parameter_names() const { return impl_->graph.parameter_names; }
+std::vector<std::string> Runtime::trained_names() const {
+  const CompiledGraph& graph = impl_->graph;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < graph.parameters.size(); ++i) {
+    if (graph.parameters[i].momentum >= 0) names.push_back(graph.parameter_names[i]);
+  }
+  return names;
+}
 
 ExchangeStats Runtime::exchange_stats() const {
   const GradientExchange* exchange = impl_->graph.exchange.get();

@@ -20,8 +20,8 @@ TFPIN = os.environ.get("TFPIN_EXE", str(HERE.parents[1] / "build" / "cli" / "tfp
 HAVE_MPI = os.environ.get("TFPIN_HAVE_MPI", "") == "1"
 
 # A small step: AlexNet has no batch norm, so the ranks' mean loss equals one process's.
-BENCH = [TFPIN, "bench", "--model", "alexnet", "--num_batches", "3", "--num_warmup_batches", "0",
-         "--json"]
+BENCH = [TFPIN, "bench", "--num_warmup_batches", "0", "--json"]
+ALEXNET = ["--model", "alexnet", "--num_batches", "3"]
 
 
 def plugstack():
@@ -70,8 +70,8 @@ class DataParallelCase(unittest.TestCase):
                       f"stderr: {e.stderr}\nprocesses:\n{processes}\n"
                       f"{self.cluster.diagnostics()}")
 
-    def bench(self, srun_args, bench_args):
-        r = self.srun(["--mpi=pmix"] + srun_args + ["--tf-threads=1"] + BENCH + bench_args)
+    def bench(self, srun_args, bench_args, model=ALEXNET):
+        r = self.srun(["--mpi=pmix"] + srun_args + ["--tf-threads=1"] + BENCH + model + bench_args)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr + self.cluster.diagnostics())
         # Only rank 0 reports.
         reports = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
@@ -125,6 +125,16 @@ class TwoNodes(DataParallelCase):
     def test_ranks_on_two_nodes_train_as_one_process(self):
         self.check_horovod(["n1", "n2"])
 
+    def test_batch_norm_statistics_stay_per_rank(self):
+        # ResNet-50's running means differ between ranks (each sees its own batches); its trained
+        # weights must still agree.
+        report = self.bench(["-N", "2", "-n", "2"],
+                            ["--batch_size", "2", "--variable_update", "horovod"],
+                            model=["--model", "resnet50", "--num_batches", "2"])
+        ranks = self.check_ranks(report, ["n1", "n2"])
+        self.assertEqual(ranks[0]["weights_checksum"], ranks[1]["weights_checksum"])
+        self.assertEqual(report["compile"]["folded_batch_norms"], 0)
+
     def test_a_killed_rank_ends_the_job_with_a_message(self):
         # Rank 1 is killed 6 s in (the compile takes ~2 s): rank 0 is then in a step or an allreduce.
         script = ("if [ \"$SLURM_PROCID\" = 1 ]; then (sleep 6; kill -9 $$) & fi; exec \"$@\"")
@@ -140,7 +150,7 @@ class TwoNodes(DataParallelCase):
 
     def test_ranks_that_disagree_end_the_job_with_the_difference(self):
         r = self.srun(["--mpi=pmix", "-N", "2", "-n", "2", "--tf-threads=1", "sh", "-c",
-                       "exec \"$@\" --batch_size $((SLURM_PROCID + 1))", "sh"] + BENCH +
+                       "exec \"$@\" --batch_size $((SLURM_PROCID + 1))", "sh"] + BENCH + ALEXNET +
                       ["--variable_update", "horovod"], timeout=120)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("the ranks of this job disagree", r.stderr)

@@ -151,8 +151,9 @@ class Runtime {
   // Training: a trained tensor (or a batch norm's running statistic), by its constant's name, in
   // logical row-major order. invalid_argument for an unknown name.
   Status parameter(const std::string& name, std::vector<float>* values) const;
-  // Training: the names of the trained tensors and batch-norm running statistics (compile order).
-  [[nodiscard]] std::vector<std::string> parameter_names() const;
+  // Training: the names of the trained tensors (compile order), without batch norm's running
+  // statistics (which parameter() also reads; in data-parallel training they differ per replica).
+  [[nodiscard]] std::vector<std::string> trained_names() const;
   // Data parallel: what the gradient exchange did in the last run (zeros otherwise).
   [[nodiscard]] ExchangeStats exchange_stats() const;
 
