@@ -31,6 +31,8 @@ class Ranks {
 };
 
 std::unique_ptr<Ranks> single_process();
+// "Open MPI v4.1.4" (MPI_Get_library_version, up to its first comma); empty when built without MPI.
+std::string mpi_library_version();
 // Joins the MPI job this process was launched in (srun --mpi=pmix, mpirun; a lone process is a
 // job of one). stall_seconds: how long any collective may wait for the other ranks (0: forever).
 // Throws tfpin::Error(invalid_request) when tfpin was built without MPI.

@@ -289,6 +289,14 @@ class MpiJob final : public Ranks {
 
 }  // namespace
 
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "MPI (version unknown)";
+  const std::string full(text, static_cast<std::size_t>(length));
+  return full.substr(0, full.find(','));
+}
+
 std::unique_ptr<Ranks> join_mpi_job(double stall_seconds) {
   return std::make_unique<MpiJob>(stall_seconds);
 }

@@ -4,6 +4,8 @@
 
 namespace tfpin::cli {
 
+std::string mpi_library_version() { return {}; }
+
 std::unique_ptr<Ranks> join_mpi_job(double /*stall_seconds*/) {
   usage_error(
       "--variable_update: this tfpin was built without MPI (Open MPI's libopenmpi-dev was not "

@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #ifdef TFPIN_HAVE_ENGINE
+#include "ranks.hpp"
 #include "tfpin/engine/version.hpp"
 #endif
 
@@ -37,6 +38,9 @@ std::string version_text() {
   const engine::LibraryVersion loaded = engine::onednn_runtime_version();
   text += fmt::format("oneDNN: {} ({}), built with {}\n", loaded.text(), loaded.runtime,
                       built.text());
+  const std::string mpi = mpi_library_version();
+  text += mpi.empty() ? "MPI: none (built without MPI: no bench --variable_update=horovod)\n"
+                      : fmt::format("MPI: {} (bench --variable_update=horovod)\n", mpi);
 #else
   text += "oneDNN: none (built without the engine)\n";
 #endif

@@ -170,6 +170,36 @@ class BenchRefusals(unittest.TestCase):
                       "--num_batches", "1"], "cannot be planned")
 
 
+class VariableUpdate(unittest.TestCase):
+    """--variable_update outside srun: a job of one rank when tfpin has MPI, else a clear refusal."""
+
+    def test_one_rank_job_or_refusal(self):
+        version = subprocess.run([TFPIN, "--version"], capture_output=True, text=True, timeout=60)
+        mpi = next(line for line in version.stdout.splitlines() if line.startswith("MPI: "))
+        args = ["--model", "alexnet", "--batch_size", "1", "--num_batches", "2",
+                "--num_warmup_batches", "0", "--variable_update", "horovod", "--json"]
+        r = bench(*args)
+        if mpi.startswith("MPI: none"):
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("built without MPI", r.stderr)
+            self.assertIn("valid here: replicated", r.stderr)
+            return
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual((j["ranks"], j["global_batch_size"], j["variable_update"]), (1, 1, "horovod"))
+        self.assertEqual(len(j["per_rank"]), 1)
+        # fc8 + fc7 (80 MB), fc6 alone (151 MB, above the threshold), the convolutions (9 MB)
+        self.assertEqual(j["allreduce"]["buckets"], 3)
+        self.assertGreater(j["allreduce"]["bytes_per_step"], 200e6)
+        self.assertEqual(len(j["losses"]), 2)
+
+    def test_bad_values(self):
+        r = bench("--variable_update", "parameter_server", "--forward_only")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--variable_update=parameter_server is not supported (valid: replicated, "
+                      "horovod, independent)", r.stderr)
+
+
 class DefaultsWrittenOnce(unittest.TestCase):
     """`--help` prints each default from the command's own initial value; the man page must agree."""
 
