@@ -15,6 +15,13 @@ std::string Ranks::who() const {
   return fmt::format("rank {} of {} ({})", rank(), size(), node());
 }
 
+void end_process(const std::string& who, const std::string& message, int exit_code) {
+  std::fflush(stdout);
+  fmt::print(stderr, "tfpin bench: {}{}{}\n", who, who.empty() ? "" : ": ", message);
+  std::fflush(stderr);
+  std::_Exit(exit_code);
+}
+
 namespace {
 
 class SingleProcess final : public Ranks {
@@ -30,10 +37,7 @@ class SingleProcess final : public Ranks {
   double sum(double mine) override { return mine; }
   std::shared_ptr<engine::GradientReducer> gradient_reducer() override { return nullptr; }
   [[noreturn]] void abort(const std::string& message, int exit_code) override {
-    std::fflush(stdout);
-    fmt::print(stderr, "tfpin bench: {}\n", message);
-    std::fflush(stderr);
-    std::_Exit(exit_code);
+    end_process("", message, exit_code);
   }
 };
 

@@ -30,6 +30,9 @@ class Ranks {
   [[nodiscard]] std::string who() const;
 };
 
+// Flushes stdout, prints "tfpin bench: [who: ]message" and ends the process at once.
+[[noreturn]] void end_process(const std::string& who, const std::string& message, int exit_code);
+
 std::unique_ptr<Ranks> single_process();
 // "Open MPI v4.1.4" (MPI_Get_library_version, up to its first comma); empty when built without MPI.
 std::string mpi_library_version();

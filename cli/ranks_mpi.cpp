@@ -28,15 +28,9 @@ using Clock = std::chrono::steady_clock;
 std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return fmt::format("MPI error {}", code);
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return fmt::format("MPI error {}", code);
   return std::string(text, static_cast<std::size_t>(length));
-}
-
-[[noreturn]] void die(const std::string& who, const std::string& message, int exit_code) {
-  std::fflush(stdout);
-  fmt::print(stderr, "tfpin bench: {}{}{}\n", who, who.empty() ? "" : ": ", message);
-  std::fflush(stderr);
-  std::_Exit(exit_code);
 }
 
 // Ends the process when a collective (or MPI_Init) outlives the stall timeout, from a thread of
@@ -180,7 +174,7 @@ class MpiJob final : public Ranks {
       // A launcher without MPI wire-up, or ranks that never start, would block it.
       const Watchdog::Guard guard(watchdog_, "MPI_Init (launch with srun --mpi=pmix)");
       if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-        die("", "MPI_Init failed", exit_failure);
+        end_process("", "MPI_Init failed", exit_failure);
       }
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -196,9 +190,10 @@ class MpiJob final : public Ranks {
     }
     watchdog_.set_who(who());
     if (provided < MPI_THREAD_SERIALIZED) {
-      die(who(), "the MPI library does not offer MPI_THREAD_SERIALIZED, which the communication "
-                 "thread needs",
-          exit_failure);
+      end_process(who(),
+                  "the MPI library does not offer MPI_THREAD_SERIALIZED, which the communication "
+                  "thread needs",
+                  exit_failure);
     }
     // Errors come back as codes (reported by the rank that saw them), and the gradients have a
     // communicator of their own so they can never match one of the main thread's collectives.
@@ -213,7 +208,7 @@ class MpiJob final : public Ranks {
     MPI_Request request = MPI_REQUEST_NULL;
     MPI_Ibarrier(control_, &request);
     std::string error = wait_bounded(watchdog_, request, "the final barrier");
-    if (!error.empty()) die(who(), error, exit_failure);
+    if (!error.empty()) end_process(who(), error, exit_failure);
     MPI_Comm_free(&gradients_);
     MPI_Comm_free(&control_);
     MPI_Finalize();
@@ -242,8 +237,8 @@ class MpiJob final : public Ranks {
           request, "gathering the ranks' settings");
     std::vector<std::string> out;
     for (std::size_t r = 0; r < counts.size(); ++r) {
-      out.push_back(all.substr(static_cast<std::size_t>(offsets[r]),
-                               static_cast<std::size_t>(counts[r])));
+      out.push_back(
+          all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(counts[r])));
     }
     return out;
   }
@@ -269,14 +264,15 @@ class MpiJob final : public Ranks {
   }
 
   [[noreturn]] void abort(const std::string& message, int exit_code) override {
-    die(who(), message, exit_code);
+    end_process(who(), message, exit_code);
   }
 
  private:
   void check(int rc, MPI_Request& request, const char* what) {
-    if (rc != MPI_SUCCESS) die(who(), fmt::format("{} failed: {}", what, mpi_error_text(rc)), 1);
+    if (rc != MPI_SUCCESS)
+      end_process(who(), fmt::format("{} failed: {}", what, mpi_error_text(rc)), 1);
     std::string error = wait_bounded(watchdog_, request, what);
-    if (!error.empty()) die(who(), error, exit_failure);
+    if (!error.empty()) end_process(who(), error, exit_failure);
   }
 
   Watchdog watchdog_;

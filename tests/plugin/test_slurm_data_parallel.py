@@ -14,6 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "slurm"))
 from slurm_cluster import LocalSlurm, MPI_LOOPBACK_ENV, missing_binaries, mpi_missing  # noqa: E402
+from test_slurm_plugin import cpus_allowed as cpulist  # noqa: E402
 
 PLUGIN = os.environ.get("TFPIN_PLUGIN", str(HERE.parents[1] / "build" / "plugin" / "tfpin.so"))
 SHIM = os.environ.get("TFPIN_SHIM", "")
@@ -28,14 +29,6 @@ ALEXNET = ["--model", "alexnet", "--num_batches", "3"]
 def plugstack():
     keys = (f"shim_path={SHIM}",) if SHIM else ()
     return [" ".join((f"required {PLUGIN}",) + keys)]
-
-
-def cpulist(text):
-    cpus = []
-    for item in text.split(","):
-        lo, _, hi = item.partition("-")
-        cpus.extend(range(int(lo), int(hi or lo) + 1))
-    return sorted(cpus)
 
 
 def skip_reason():
