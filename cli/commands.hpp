@@ -4,16 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "exit_codes.hpp"
 #include "plan_options.hpp"
 #include "tfpin/error.hpp"
 
 namespace tfpin::cli {
-
-// Exit codes: the program's own for `run`; these for tfpin itself.
-inline constexpr int exit_usage = 2;      // bad arguments, impossible plan
-inline constexpr int exit_failure = 1;    // the system refused (binding, topology)
-inline constexpr int exit_cannot_exec = 126;
-inline constexpr int exit_not_found = 127;
 
 // A bad argument: main() prints the message and exits with exit_usage.
 [[noreturn]] inline void usage_error(const std::string& message) {

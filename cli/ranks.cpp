@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "commands.hpp"
+#include "exit_codes.hpp"
 
 namespace tfpin::cli {
 

@@ -34,11 +34,14 @@ class Ranks {
 [[noreturn]] void end_process(const std::string& who, const std::string& message, int exit_code);
 
 std::unique_ptr<Ranks> single_process();
-// "Open MPI v4.1.4" (MPI_Get_library_version, up to its first comma); empty when built without MPI.
+// Both load libtfpin-mpi.so on first use (ranks_loader.cpp, mpi_module.hpp).
+// "Open MPI v4.1.4" (MPI_Get_library_version, up to its first comma); "unavailable (why)" when the
+// module does not load; empty when built without MPI.
 std::string mpi_library_version();
 // Joins the MPI job this process was launched in (srun --mpi=pmix, mpirun; a lone process is a
 // job of one). stall_seconds: how long any collective may wait for the other ranks (0: forever).
-// Throws tfpin::Error(invalid_request) when tfpin was built without MPI.
+// Throws tfpin::Error(invalid_request) when tfpin was built without MPI; ends the process (exit 1,
+// the reason on stderr) when the module does not load.
 std::unique_ptr<Ranks> join_mpi_job(double stall_seconds);
 
 }  // namespace tfpin::cli

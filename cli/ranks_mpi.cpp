@@ -1,4 +1,4 @@
-// The ranks of an MPI job (Open MPI). Collectives are non-blocking requests polled with short
+// libtfpin-mpi.so: the ranks of an MPI job (Open MPI), loaded by tfpin on demand (mpi_module.hpp). Collectives are non-blocking requests polled with short
 // sleeps: a rank waiting for slower peers then leaves its core to the compute threads (a blocking
 // Open MPI call spins), and every wait can give up after the stall timeout.
 #include <fmt/format.h>
@@ -8,15 +8,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <string_view>
 #include <mutex>
 #include <thread>
 
-#include "commands.hpp"
+#include "exit_codes.hpp"
+#include "mpi_module.hpp"
 #include "ranks.hpp"
 
 namespace tfpin::cli {
@@ -285,16 +288,32 @@ class MpiJob final : public Ranks {
 
 }  // namespace
 
-std::string mpi_library_version() {
+}  // namespace tfpin::cli
+
+// The module's only exported symbols (the rest is hidden). Nothing may throw across them.
+#define TFPIN_MPI_EXPORT extern "C" __attribute__((visibility("default")))
+
+TFPIN_MPI_EXPORT int tfpin_mpi_interface() { return TFPIN_MPI_MODULE_INTERFACE; }
+
+TFPIN_MPI_EXPORT void tfpin_mpi_library_version(char* out, std::size_t size) {
+  if (size == 0) return;
   char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
-  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "MPI (version unknown)";
-  const std::string full(text, static_cast<std::size_t>(length));
-  return full.substr(0, full.find(','));
+  std::string_view version = "MPI (version unknown)";
+  if (MPI_Get_library_version(text, &length) == MPI_SUCCESS) {
+    version = std::string_view(text, static_cast<std::size_t>(length));
+    version = version.substr(0, version.find(','));
+  }
+  const std::size_t copied = std::min(version.size(), size - 1);
+  version.copy(out, copied);
+  out[copied] = '\0';
 }
 
-std::unique_ptr<Ranks> join_mpi_job(double stall_seconds) {
-  return std::make_unique<MpiJob>(stall_seconds);
+TFPIN_MPI_EXPORT tfpin::cli::Ranks* tfpin_mpi_join_job(double stall_seconds) {
+  try {
+    return new tfpin::cli::MpiJob(stall_seconds);
+  } catch (const std::exception& error) {
+    tfpin::cli::end_process("", fmt::format("joining the MPI job: {}", error.what()),
+                            tfpin::cli::exit_failure);
+  }
 }
-
-}  // namespace tfpin::cli

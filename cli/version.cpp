@@ -39,8 +39,13 @@ std::string version_text() {
   text += fmt::format("oneDNN: {} ({}), built with {}\n", loaded.text(), loaded.runtime,
                       built.text());
   const std::string mpi = mpi_library_version();
-  text += mpi.empty() ? "MPI: none (built without MPI: no bench --variable_update=horovod)\n"
-                      : fmt::format("MPI: {} (bench --variable_update=horovod)\n", mpi);
+  if (mpi.empty()) {
+    text += "MPI: none (built without MPI: no bench --variable_update=horovod)\n";
+  } else if (mpi.starts_with("unavailable")) {
+    text += fmt::format("MPI: {}\n", mpi);  // built with it, but the module did not load
+  } else {
+    text += fmt::format("MPI: {} (bench --variable_update=horovod)\n", mpi);
+  }
 #else
   text += "oneDNN: none (built without the engine)\n";
 #endif

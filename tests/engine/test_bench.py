@@ -193,6 +193,43 @@ class VariableUpdate(unittest.TestCase):
         self.assertGreater(j["allreduce"]["bytes_per_step"], 200e6)
         self.assertEqual(len(j["losses"]), 2)
 
+    def test_tfpin_itself_does_not_link_mpi(self):
+        # libmpi's load-time constructors would cost every command (0.5 s with Open MPI 6): only
+        # libtfpin-mpi.so, loaded for --variable_update and --version, may link it.
+        needed = subprocess.run(["readelf", "-d", TFPIN], capture_output=True, text=True, check=True).stdout
+        self.assertRegex(needed, r"\(NEEDED\).*libc\.so")
+        self.assertNotRegex(needed, r"\(NEEDED\).*lib(mpi|open-pal|open-rte|pmix)")
+
+    def test_missing_mpi_module_is_named(self):
+        if "MPI: none" in subprocess.run([TFPIN, "--version"], capture_output=True, text=True).stdout:
+            self.skipTest("tfpin built without MPI")
+        module = os.path.join(os.path.dirname(os.path.realpath(TFPIN)), "libtfpin-mpi.so")
+        self.assertTrue(os.path.isfile(module), module)
+        with tempfile.TemporaryDirectory() as alone:
+            # A tfpin with no module next to it (and, from a build tree, none installed).
+            copy = os.path.join(alone, "tfpin")
+            subprocess.run(["cp", os.path.realpath(TFPIN), copy], check=True)
+            r = subprocess.run([copy, "bench", "--model", "alexnet", "--batch_size", "1",
+                                "--variable_update", "horovod"], capture_output=True, text=True, timeout=60)
+            installed = re.search(r"looked for .*, (/\S+libtfpin-mpi\.so)", r.stderr)
+            if installed and os.path.exists(installed.group(1)):
+                self.skipTest(f"a module is installed at {installed.group(1)}")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("--variable_update needs tfpin's MPI module: libtfpin-mpi.so is not installed "
+                          f"(looked for {alone}/libtfpin-mpi.so", r.stderr)
+            self.assertNotIn("images/sec", r.stdout)
+            # --version says the same instead of naming the library.
+            version = subprocess.run([copy, "--version"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(version.returncode, 0, version.stderr)
+            self.assertIn("MPI: unavailable (libtfpin-mpi.so is not installed", version.stdout)
+            # A module that does not load is named with the loader's reason.
+            with open(os.path.join(alone, "libtfpin-mpi.so"), "w") as broken:
+                broken.write("not an ELF file\n")
+            r = subprocess.run([copy, "bench", "--variable_update", "horovod"], capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"cannot load {alone}/libtfpin-mpi.so", r.stderr)
+
     def test_bad_values(self):
         r = bench("--variable_update", "parameter_server", "--forward_only")
         self.assertEqual(r.returncode, 2)

@@ -34,6 +34,9 @@ else:
 # The spec's default (-Dengine=auto) must build the engine wherever oneDNN is installed; a tree
 # configured without the engine gets a package without it (build-rpm --engine disabled).
 ENGINE_OPTION = "auto" if ENGINE else "disabled"
+# The spec leaves -Dmpi at auto: the MPI module comes with the engine wherever Open MPI is installed.
+MPI = ENGINE and subprocess.run(["pkg-config", "--exists", "ompi-c"]).returncode == 0
+MPI_MODULE = "/usr/lib64/tfpin/libtfpin-mpi.so"
 
 # The layout of an RPM-based Slurm site (SchedMD's slurm.spec: plugins in LIBDIR/slurm, config in
 # /etc/slurm).
@@ -55,7 +58,7 @@ EXPECTED_FILES = {
     "/usr/share/doc/tfpin/examples/resnet-2lanes.sbatch",
     "/usr/share/doc/tfpin/examples/workers-per-socket.sbatch",
     "/usr/share/doc/tfpin/examples/data-parallel.sbatch",
-} | ({"/usr/share/doc/tfpin/engine.md"} if ENGINE else set())
+} | ({"/usr/share/doc/tfpin/engine.md"} if ENGINE else set()) | ({MPI_MODULE} if MPI else set())
 MAN_PAGES = ("/usr/share/man/man1/tfpin.1", "/usr/share/man/man8/tfpin-plugin.8")
 # rpmbuild's brp-compress compresses man pages as the platform chose (Debian 13's rpm: gzip).
 MAN_COMPRESSION = ("", ".gz", ".bz2", ".xz", ".zst")
@@ -176,7 +179,8 @@ class Rpm(unittest.TestCase):
         extract = WORK_DIR / "payload"
         extract.mkdir(exist_ok=True)
         run(["sh", "-c", f"rpm2cpio '{self.rpm1}' | cpio -idm --quiet"], cwd=extract, check=True)
-        for binary in ("usr/bin/tfpin", "usr/lib64/slurm/tfpin.so", "usr/lib64/tfpin/libtfpin-shim.so"):
+        binaries = ["usr/bin/tfpin", "usr/lib64/slurm/tfpin.so", "usr/lib64/tfpin/libtfpin-shim.so"]
+        for binary in binaries + ([MPI_MODULE.lstrip("/")] if MPI else []):
             for soname in needed_sonames(extract / binary):
                 if soname.startswith("ld-linux"):
                     continue
@@ -186,6 +190,11 @@ class Rpm(unittest.TestCase):
         self.assertEqual(any(s.startswith("libdnnl.so") for s in needed_sonames(extract / "usr/bin/tfpin")),
                          ENGINE)
         self.assertEqual(any(r.startswith("libdnnl.so") for r in requires), ENGINE, sorted(requires))
+        # libmpi is linked by the MPI module alone, never by tfpin (every command would pay for its
+        # load-time constructors).
+        self.assertFalse(any(s.startswith("libmpi") for s in needed_sonames(extract / "usr/bin/tfpin")))
+        if MPI:
+            self.assertTrue(any(s.startswith("libmpi.so") for s in needed_sonames(extract / MPI_MODULE.lstrip("/"))))
 
     def test_1_config_is_noreplace(self):
         flags = dict(line.split(" ", 1) for line in query(
@@ -261,6 +270,17 @@ class Rpm(unittest.TestCase):
             self.assertIn(f"{key}=", pages["man8/tfpin-plugin.8"], f"site key {key} undocumented")
         for option in ("--tf-threads", "--tf-interop", "--tf-verbose", "--tf-hyperthreads", "--tf-off"):
             self.assertIn(option, pages["man8/tfpin-plugin.8"])
+
+    def test_3_installed_tfpin_loads_its_mpi_module(self):
+        # The relocated install (under ROOT) finds the module next to its own shim, not the system's.
+        version = run([INSTALLED_TFPIN, "--version"])
+        self.assertEqual(version.returncode, 0, version.stderr)
+        if not ENGINE:
+            self.assertNotIn("MPI:", version.stdout)
+        elif MPI:
+            self.assertRegex(version.stdout, r"\nMPI: Open MPI v\d+\.\d+")
+        else:
+            self.assertIn("\nMPI: none (built without MPI", version.stdout)
 
     @unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
     def test_4_job_through_installed_plugin(self):
