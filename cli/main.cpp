@@ -13,6 +13,9 @@
 #include "bench.hpp"
 #include "tune.hpp"
 #endif
+#ifdef TFPIN_HAVE_ONNX
+#include "infer.hpp"
+#endif
 #include "tfpin/error.hpp"
 
 namespace {
@@ -93,6 +96,10 @@ int main(int argc, char** argv) {
   TuneCommand tune;
   CLI::App* tune_app = add_tune_command(app, tune);
 #endif
+#ifdef TFPIN_HAVE_ONNX
+  InferCommand infer;
+  CLI::App* infer_app = add_infer_command(app, infer);
+#endif
 
   // CLI11 mishandles a "--" in prefix mode, so tfpin's own arguments end at the first "--"; what
   // follows is the program's, verbatim (unless a program name came before it: see below).
@@ -125,6 +132,9 @@ int main(int argc, char** argv) {
 #ifdef TFPIN_HAVE_ENGINE
     if (*bench_app) return bench();
     if (*tune_app) return tune();
+#endif
+#ifdef TFPIN_HAVE_ONNX
+    if (*infer_app) return infer();
 #endif
     if (*show_app) {
       if (split < argc) {

@@ -127,7 +127,8 @@ void check_trainable(const Ir& ir) {
 void run_passes(Ir& ir, const CompileOptions& options, CompileReport& report) {
   if (options.training) {
     // Batch norm keeps its own step (batch statistics); residual adds stay adds (their gradient is
-    // routed to both operands). ReLUs still fuse: their backward reads the output.
+    // routed to both operands). ReLUs still fuse: their backward reads the output; the other
+    // activations do not (theirs reads the input, which a fused step never writes).
     if (options.fusion) report.fused_relus = fuse_relus(ir);
     return;
   }
@@ -137,6 +138,7 @@ void run_passes(Ir& ir, const CompileOptions& options, CompileReport& report) {
   // Residual adds first: a ReLU after the add then becomes the convolution's last post-op.
   report.fused_adds = fuse_residual_adds(ir);
   report.fused_relus = fuse_relus(ir);
+  report.fused_eltwises = fuse_eltwises(ir);
   // (A flatten before an inner product stays: reading the blocked image directly forces
   // oneDNN's slower gemm path, 4x slower on VGG16's fc6 than a reorder plus its brgemm kernel.)
 }

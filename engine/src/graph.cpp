@@ -62,6 +62,34 @@ const char* to_string(OpKind kind) {
   return op == nullptr ? "?" : op->name;
 }
 
+const char* to_string(EltwiseKind kind) {
+  switch (kind) {
+    case EltwiseKind::leaky_relu:
+      return "leaky_relu";
+    case EltwiseKind::clip:
+      return "clip";
+    case EltwiseKind::sigmoid:
+      return "sigmoid";
+    case EltwiseKind::hard_sigmoid:
+      return "hard_sigmoid";
+    case EltwiseKind::hard_swish:
+      return "hard_swish";
+    case EltwiseKind::tanh:
+      return "tanh";
+  }
+  return "?";
+}
+
+const char* to_string(BinaryKind kind) {
+  switch (kind) {
+    case BinaryKind::add:
+      return "add";
+    case BinaryKind::mul:
+      return "mul";
+  }
+  return "?";
+}
+
 TensorId Graph::input(std::string name, std::vector<std::int64_t> dims, Layout layout) {
   TensorDef t;
   t.kind = TensorDef::Kind::input;
@@ -134,6 +162,17 @@ TensorId Graph::concat(std::vector<TensorId> xs, std::string name) {
 
 TensorId Graph::add(TensorId a, TensorId b, std::string name) {
   return add_node(OpKind::add, {a, b}, std::monostate{}, std::move(name));
+}
+
+TensorId Graph::binary(BinaryKind kind, TensorId a, TensorId b, std::string name) {
+  // Default names after the operation ("mul_7"), as the activations below.
+  if (name.empty()) name = fmt::format("{}_{}", to_string(kind), nodes_.size());
+  return add_node(OpKind::binary, {a, b}, Binary{kind}, std::move(name));
+}
+
+TensorId Graph::eltwise(TensorId x, const Eltwise& attrs, std::string name) {
+  if (name.empty()) name = fmt::format("{}_{}", to_string(attrs.kind), nodes_.size());
+  return add_node(OpKind::eltwise, {x}, attrs, std::move(name));
 }
 
 TensorId Graph::inner_product(TensorId x, TensorId weights, TensorId bias, std::string name) {

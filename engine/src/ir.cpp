@@ -1,5 +1,5 @@
 // Building and validating the IR from a Graph, and the graph-level passes (batch-norm folding,
-// ReLU and residual-add fusion, identities).
+// ReLU, activation and residual-add fusion, identities).
 #include "ir.hpp"
 
 #include <fmt/format.h>
@@ -59,8 +59,11 @@ namespace {
 
 constexpr std::int64_t max_elements = std::int64_t{1} << 48;  // 1 PiB of floats: beyond any machine
 
-Status check_dims(const std::string& what, const Dims& dims) {
-  if (dims.empty()) return {StatusCode::invalid_graph, fmt::format("{} has no dimensions", what)};
+// `scalar`: no dimensions is valid (a 0-d constant, one value: a binary operation's scale).
+Status check_dims(const std::string& what, const Dims& dims, bool scalar = false) {
+  if (dims.empty() && !scalar) {
+    return {StatusCode::invalid_graph, fmt::format("{} has no dimensions", what)};
+  }
   for (std::int64_t d : dims) {
     if (d <= 0) {
       return {StatusCode::invalid_graph,
@@ -147,7 +150,7 @@ Status build_ir(const Graph& graph, Ir& ir) {
       case TensorDef::Kind::constant: {
         v.kind = ValueKind::constant;
         v.data = t.data;
-        Status s = check_dims(fmt::format("constant '{}'", t.name), t.dims);
+        Status s = check_dims(fmt::format("constant '{}'", t.name), t.dims, true);
         if (!s.ok()) return s;
         auto expected = static_cast<std::size_t>(element_count(t.dims));
         std::size_t got = t.data ? t.data->size() : 0;
@@ -356,7 +359,26 @@ int fuse_relus(Ir& ir) {
     if (!can || !single_internal_use(ir, x, static_cast<int>(i))) continue;
     if (p->kind == OpKind::batch_norm && !p->post_ops.empty()) continue;
     if (!p->post_ops.empty() && p->post_ops.back().kind == PostOp::Kind::relu) continue;
-    p->post_ops.push_back(PostOp{PostOp::Kind::relu, -1, false});
+    p->post_ops.push_back(PostOp{PostOp::Kind::relu, -1, false, {}});
+    absorb(ir, ir.values[static_cast<std::size_t>(x)].producer, static_cast<int>(i));
+    ++fused;
+  }
+  return fused;
+}
+
+int fuse_eltwises(Ir& ir) {
+  int fused = 0;
+  for (std::size_t i = 0; i < ir.nodes.size(); ++i) {
+    Node& act = ir.nodes[i];
+    if (act.dead || act.kind != OpKind::eltwise) continue;
+    int x = act.inputs[0];
+    Node* p = producer_node(ir, x);
+    if (p == nullptr) continue;
+    bool can = p->kind == OpKind::convolution || p->kind == OpKind::inner_product;
+    if (!can || !single_internal_use(ir, x, static_cast<int>(i))) continue;
+    // One activation per producer (after a residual sum is fine), as with ReLU.
+    if (!p->post_ops.empty() && p->post_ops.back().kind != PostOp::Kind::sum) continue;
+    p->post_ops.push_back(PostOp{PostOp::Kind::eltwise, -1, false, std::get<Eltwise>(act.attrs)});
     absorb(ir, ir.values[static_cast<std::size_t>(x)].producer, static_cast<int>(i));
     ++fused;
   }
@@ -398,7 +420,7 @@ int fuse_residual_adds(Ir& ir) {
     }
     if (best_conv < 0) continue;
     ir.nodes[static_cast<std::size_t>(best_conv)].post_ops.push_back(
-        PostOp{PostOp::Kind::sum, best_residual, best_in_place});
+        PostOp{PostOp::Kind::sum, best_residual, best_in_place, {}});
     absorb(ir, best_conv, static_cast<int>(i));
     ++fused;
   }

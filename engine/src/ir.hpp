@@ -29,10 +29,11 @@ struct Value {
 };
 
 struct PostOp {
-  enum class Kind { relu, sum };
+  enum class Kind { relu, sum, eltwise };
   Kind kind = Kind::relu;
   int value = -1;         // sum: the value added (the residual)
   bool in_place = false;  // sum: every other reader of the residual runs before the convolution
+  Eltwise eltwise;        // eltwise: the activation (inference only)
 };
 
 struct Node {
@@ -62,8 +63,11 @@ struct Ir {
 Status build_ir(const Graph& graph, Ir& ir);
 
 // Passes. Each keeps ir valid; run them in this order.
-int fold_batch_norms(Ir& ir);    // conv -> batch_norm: scale the weights, shift the bias
-int fuse_relus(Ir& ir);          // conv/inner_product/add/batch_norm -> relu: post-op
+int fold_batch_norms(Ir& ir);  // conv -> batch_norm: scale the weights, shift the bias
+int fuse_relus(Ir& ir);        // conv/inner_product/add/batch_norm -> relu: post-op
+// conv/inner_product -> eltwise (ReLU6, hard swish, sigmoid...): post-op. Inference only: the
+// backward of these activations needs the pre-activation tensor, which the fused step never writes.
+int fuse_eltwises(Ir& ir);
 int fuse_residual_adds(Ir& ir);  // conv -> add: sum post-op
 void drop_identities(Ir& ir);    // dropout: consumers read its input
 

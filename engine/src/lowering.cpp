@@ -138,10 +138,18 @@ dnnl::primitive_attr Lowering::attributes(const Node& node) const {
   if (node.kind == OpKind::batch_norm) return attr;  // its ReLU is a flag
   dnnl::post_ops ops;
   for (const PostOp& p : node.post_ops) {
-    if (p.kind == PostOp::Kind::relu) {
-      onednn::append_relu(ops);
-    } else {
-      ops.append_sum(1.0f);
+    switch (p.kind) {
+      case PostOp::Kind::relu:
+        onednn::append_relu(ops);
+        break;
+      case PostOp::Kind::sum:
+        ops.append_sum(1.0f);
+        break;
+      case PostOp::Kind::eltwise:
+        for (const onednn::EltwiseStep& step : eltwise_steps(p.eltwise)) {
+          onednn::append_eltwise(ops, step);
+        }
+        break;
     }
   }
   if (ops.len() > 0) attr.set_post_ops(ops);
@@ -149,8 +157,25 @@ dnnl::primitive_attr Lowering::attributes(const Node& node) const {
 }
 
 std::string Lowering::op_label(const Node& node) const {
+  // Activations and binary operations by what they compute ("hard_swish", "binary_mul").
   std::string label = to_string(node.kind);
-  for (const PostOp& p : node.post_ops) label += p.kind == PostOp::Kind::relu ? "+relu" : "+sum";
+  if (const auto* e = std::get_if<Eltwise>(&node.attrs)) label = to_string(e->kind);
+  if (const auto* b = std::get_if<Binary>(&node.attrs)) {
+    label += fmt::format("_{}", to_string(b->kind));
+  }
+  for (const PostOp& p : node.post_ops) {
+    switch (p.kind) {
+      case PostOp::Kind::relu:
+        label += "+relu";
+        break;
+      case PostOp::Kind::sum:
+        label += "+sum";
+        break;
+      case PostOp::Kind::eltwise:
+        label += fmt::format("+{}", to_string(p.eltwise.kind));
+        break;
+    }
+  }
   return label;
 }
 

@@ -217,5 +217,7 @@ void add_weight_gradients(Lowering& l, int node, Step step, const dnnl::primitiv
                           const md_t& diff_weights, const md_t& diff_bias);
 // ReLU backward from its output y (in y_md) and output gradient dy; the input gradient, in y_md.
 int add_relu_backward(Lowering& l, const std::string& name, int y, const md_t& y_md, int dy);
+// The oneDNN algorithm(s) computing an activation, in order (ops/eltwise.cpp).
+std::vector<onednn::EltwiseStep> eltwise_steps(const Eltwise& eltwise);
 
 }  // namespace tfpin::engine::detail

@@ -5,6 +5,7 @@
 // attributes. Eltwise and batch norm also want their destination descriptor, pooling its dilation,
 // softmax its algorithm; `memory::desc` no longer exposes its C struct (`.data`) but accessors;
 // `post_ops::append_eltwise` lost its scale; `sum`/`concat` take the engine first.
+// Eltwise: 3.x's hard swish takes alpha and beta (2.x's are fixed), only 3.x has a hard sigmoid.
 // The operator files call only the functions below, which have the same meaning on both versions.
 // Supported: 2.6 <= version < 4 (meson checks this at configure time, engine/meson.build).
 #pragma once
@@ -44,6 +45,14 @@ struct Window {
   dims_t padding_r;
 };
 
+// One oneDNN eltwise algorithm with its parameters; an activation is one or a chain of them
+// (hard sigmoid on 2.6).
+struct EltwiseStep {
+  dnnl::algorithm algorithm = dnnl::algorithm::eltwise_relu;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+};
+
 // oneDNN 2.6 refuses to run a batch norm backward without the shift (which it does not use);
 // 3.x refuses to run it with one (it counts its arguments).
 inline constexpr bool batch_norm_backward_reads_shift = DNNL_VERSION_MAJOR < 3;
@@ -70,6 +79,18 @@ inline Blocking blocking_of(const md_t& md) {
 
 inline void append_relu(dnnl::post_ops& ops) {
   ops.append_eltwise(dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+}
+
+inline void append_eltwise(dnnl::post_ops& ops, const EltwiseStep& step) {
+  ops.append_eltwise(step.algorithm, step.alpha, step.beta);
+}
+
+// x max(0, min(1, alpha x + beta)): 3.x's hard swish takes ONNX's alpha and beta (1/6, 1/2).
+inline EltwiseStep hard_swish() { return {dnnl::algorithm::eltwise_hardswish, 1.0f / 6.0f, 0.5f}; }
+
+// max(0, min(1, alpha x + beta)): one algorithm on 3.x.
+inline std::vector<EltwiseStep> hard_sigmoid(float alpha, float beta) {
+  return {{dnnl::algorithm::eltwise_hardsigmoid, alpha, beta}};
 }
 
 inline dnnl::convolution_forward::primitive_desc convolution_forward(
@@ -154,6 +175,19 @@ inline dnnl::eltwise_backward::primitive_desc eltwise_backward(
   return {e, alg, diff, diff, data, 0.0f, 0.0f, hint, attr};
 }
 
+inline dnnl::eltwise_forward::primitive_desc eltwise_forward(const dnnl::engine& e,
+                                                             dnnl::prop_kind prop,
+                                                             const EltwiseStep& step,
+                                                             const md_t& src, const attr_t& attr) {
+  return {e, prop, step.algorithm, src, src, step.alpha, step.beta, attr};
+}
+
+inline dnnl::eltwise_backward::primitive_desc eltwise_backward(
+    const dnnl::engine& e, const EltwiseStep& step, const md_t& diff, const md_t& data,
+    const dnnl::eltwise_forward::primitive_desc& hint, const attr_t& attr) {
+  return {e, step.algorithm, diff, diff, data, step.alpha, step.beta, hint, attr};
+}
+
 inline dnnl::lrn_forward::primitive_desc lrn_forward(const dnnl::engine& e, const md_t& src,
                                                      dnnl::memory::dim size, float alpha,
                                                      float beta, float k, const attr_t& attr) {
@@ -172,6 +206,19 @@ inline dnnl::binary::primitive_desc binary_add(const dnnl::engine& e, const md_t
                                                const md_t& src1, const md_t& dst,
                                                const attr_t& attr) {
   return {e, dnnl::algorithm::binary_add, src0, src1, dst, attr};
+}
+
+// src1 may have 1 in any dimension (broadcast).
+inline dnnl::binary::primitive_desc binary(const dnnl::engine& e, dnnl::algorithm alg,
+                                           const md_t& src0, const md_t& src1, const md_t& dst,
+                                           const attr_t& attr) {
+  return {e, alg, src0, src1, dst, attr};
+}
+
+// Sums src over the dimensions where dst has 1.
+inline dnnl::reduction::primitive_desc reduction_sum(const dnnl::engine& e, const md_t& src,
+                                                     const md_t& dst, const attr_t& attr) {
+  return {e, dnnl::algorithm::reduction_sum, src, dst, 0.0f, 0.0f, attr};
 }
 
 inline dnnl::sum::primitive_desc sum(const dnnl::engine& e, const md_t& dst,
@@ -207,6 +254,20 @@ inline Blocking blocking_of(const md_t& md) {
 
 inline void append_relu(dnnl::post_ops& ops) {
   ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+}
+
+inline void append_eltwise(dnnl::post_ops& ops, const EltwiseStep& step) {
+  ops.append_eltwise(1.0f, step.algorithm, step.alpha, step.beta);
+}
+
+// x max(0, min(1, x / 6 + 1 / 2)): 2.x's hard swish has these constants built in (and documents
+// alpha and beta as ignored).
+inline EltwiseStep hard_swish() { return {dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f}; }
+
+// max(0, min(1, alpha x + beta)): 2.x has no hard sigmoid; alpha x + beta, then clipped to [0, 1].
+inline std::vector<EltwiseStep> hard_sigmoid(float alpha, float beta) {
+  return {{dnnl::algorithm::eltwise_linear, alpha, beta},
+          {dnnl::algorithm::eltwise_clip, 0.0f, 1.0f}};
 }
 
 inline dnnl::convolution_forward::primitive_desc convolution_forward(
@@ -297,6 +358,19 @@ inline dnnl::eltwise_backward::primitive_desc eltwise_backward(
   return {{alg, diff, data, 0.0f, 0.0f}, attr, e, hint};
 }
 
+inline dnnl::eltwise_forward::primitive_desc eltwise_forward(const dnnl::engine& e,
+                                                             dnnl::prop_kind prop,
+                                                             const EltwiseStep& step,
+                                                             const md_t& src, const attr_t& attr) {
+  return {{prop, step.algorithm, src, step.alpha, step.beta}, attr, e};
+}
+
+inline dnnl::eltwise_backward::primitive_desc eltwise_backward(
+    const dnnl::engine& e, const EltwiseStep& step, const md_t& diff, const md_t& data,
+    const dnnl::eltwise_forward::primitive_desc& hint, const attr_t& attr) {
+  return {{step.algorithm, diff, data, step.alpha, step.beta}, attr, e, hint};
+}
+
 inline dnnl::lrn_forward::primitive_desc lrn_forward(const dnnl::engine& e, const md_t& src,
                                                      dnnl::memory::dim size, float alpha,
                                                      float beta, float k, const attr_t& attr) {
@@ -316,6 +390,17 @@ inline dnnl::binary::primitive_desc binary_add(const dnnl::engine& e, const md_t
                                                const md_t& src1, const md_t& dst,
                                                const attr_t& attr) {
   return {{dnnl::algorithm::binary_add, src0, src1, dst}, attr, e};
+}
+
+inline dnnl::binary::primitive_desc binary(const dnnl::engine& e, dnnl::algorithm alg,
+                                           const md_t& src0, const md_t& src1, const md_t& dst,
+                                           const attr_t& attr) {
+  return {{alg, src0, src1, dst}, attr, e};
+}
+
+inline dnnl::reduction::primitive_desc reduction_sum(const dnnl::engine& e, const md_t& src,
+                                                     const md_t& dst, const attr_t& attr) {
+  return {{dnnl::algorithm::reduction_sum, src, dst, 0.0f, 0.0f}, attr, e};
 }
 
 inline dnnl::sum::primitive_desc sum(const dnnl::engine& e, const md_t& dst,

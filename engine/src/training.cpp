@@ -176,7 +176,14 @@ int Lowering::gradient_as(int v, const md_t& want) {
 int Lowering::gradient_before_relu(int node, const md_t& want) {
   const Node& n = ir.nodes[static_cast<std::size_t>(node)];
   bool relu = false;
-  for (const PostOp& p : n.post_ops) relu = relu || p.kind == PostOp::Kind::relu;
+  for (const PostOp& p : n.post_ops) {
+    relu = relu || p.kind == PostOp::Kind::relu;
+    // The passes fuse no other activation when training (its backward needs the input).
+    if (p.kind == PostOp::Kind::eltwise) {
+      throw Unsupported(fmt::format("{}: a fused {} has no backward", ir.describe_node(node),
+                                    to_string(p.eltwise.kind)));
+    }
+  }
   if (!relu || n.kind == OpKind::batch_norm) return gradient_as(n.output, want);
   // The ReLU was fused into the forward step: its backward needs only the output (relu' = y > 0).
   const auto out = static_cast<std::size_t>(n.output);
@@ -331,6 +338,13 @@ void lower_training(Lowering& l, const std::vector<int>& order) {
     throw Unsupported(
         "training needs the graph's single output to be a softmax over the classes (the loss is "
         "its cross-entropy against the labels)");
+  }
+  const Dims& classes = value_of(ir, node_of(ir, softmax).output).dims;
+  if (classes.size() != 2) {
+    throw Unsupported(
+        fmt::format("training needs the output softmax over classes, N x C; {} is over the "
+                    "channels of {} (a per-pixel loss is not supported)",
+                    ir.describe_node(softmax), dims_string(classes)));
   }
   l.needs_gradient = values_needing_gradients(ir, order);
   add_softmax_cross_entropy(l, softmax);

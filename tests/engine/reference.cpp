@@ -27,8 +27,9 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor* b, const Conv2D& a) 
   const auto N = x.dims[0], C = x.dims[1], H = x.dims[2], W = x.dims[3];
   const auto O = w.dims[0], I = w.dims[1], KH = w.dims[2], KW = w.dims[3];
   const auto G = a.groups;
-  const auto OH = (H + a.padding[0] + a.padding[2] - KH) / a.stride[0] + 1;
-  const auto OW = (W + a.padding[1] + a.padding[3] - KW) / a.stride[1] + 1;
+  const auto DH = a.dilation[0], DW = a.dilation[1];
+  const auto OH = (H + a.padding[0] + a.padding[2] - ((KH - 1) * DH + 1)) / a.stride[0] + 1;
+  const auto OW = (W + a.padding[1] + a.padding[3] - ((KW - 1) * DW + 1)) / a.stride[1] + 1;
   Tensor y{{N, O, OH, OW}, std::vector<float>(static_cast<std::size_t>(N * O * OH * OW))};
   const auto OG = O / G;
   for (std::int64_t n = 0; n < N; ++n)
@@ -40,10 +41,10 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor* b, const Conv2D& a) 
           for (std::int64_t i = 0; i < I; ++i) {
             const auto c = g * I + i;
             for (std::int64_t kh = 0; kh < KH; ++kh) {
-              const auto ih = oh * a.stride[0] - a.padding[0] + kh;
+              const auto ih = oh * a.stride[0] - a.padding[0] + kh * DH;
               if (ih < 0 || ih >= H) continue;
               for (std::int64_t kw = 0; kw < KW; ++kw) {
-                const auto iw = ow * a.stride[1] - a.padding[1] + kw;
+                const auto iw = ow * a.stride[1] - a.padding[1] + kw * DW;
                 if (iw < 0 || iw >= W) continue;
                 acc += static_cast<double>(
                            x.data[static_cast<std::size_t>(((n * C + c) * H + ih) * W + iw)]) *
@@ -117,6 +118,46 @@ Tensor inner_product(const Tensor& x, const Tensor& w, const Tensor* b) {
       }
       y.data[static_cast<std::size_t>(n * O + o)] = static_cast<float>(acc);
     }
+  return y;
+}
+
+double activation(const Eltwise& a, double x) {
+  switch (a.kind) {
+    case EltwiseKind::leaky_relu:
+      return x >= 0 ? x : a.alpha * x;
+    case EltwiseKind::clip:
+      return std::min(std::max(x, static_cast<double>(a.alpha)), static_cast<double>(a.beta));
+    case EltwiseKind::sigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case EltwiseKind::hard_sigmoid:
+      return std::max(0.0, std::min(1.0, a.alpha * x + a.beta));
+    case EltwiseKind::hard_swish:
+      return x * std::max(0.0, std::min(1.0, x / 6.0 + 0.5));
+    case EltwiseKind::tanh:
+      return std::tanh(x);
+  }
+  throw std::invalid_argument("unknown activation");
+}
+
+// a (op) b with b broadcast NumPy's way (right-aligned, 1s stretched).
+Tensor binary(const Tensor& a, const Tensor& b, BinaryKind kind) {
+  Tensor y = a;
+  const std::size_t rank = a.dims.size();
+  Dims bd(rank - b.dims.size(), 1);
+  bd.insert(bd.end(), b.dims.begin(), b.dims.end());
+  std::vector<std::size_t> index(rank, 0);
+  for (std::size_t k = 0; k < a.data.size(); ++k) {
+    std::size_t rest = k;
+    for (std::size_t d = rank; d-- > 0;) {
+      index[d] = rest % static_cast<std::size_t>(a.dims[d]);
+      rest /= static_cast<std::size_t>(a.dims[d]);
+    }
+    std::size_t j = 0;
+    for (std::size_t d = 0; d < rank; ++d) {
+      j = j * static_cast<std::size_t>(bd[d]) + (bd[d] == 1 ? 0 : index[d]);
+    }
+    y.data[k] = kind == BinaryKind::add ? a.data[k] + b.data[j] : a.data[k] * b.data[j];
+  }
   return y;
 }
 
@@ -270,18 +311,33 @@ std::map<std::string, std::vector<float>> evaluate(
         y = inner_product(in(0), in(1), n.inputs.size() > 2 ? &in(2) : nullptr);
         break;
       case OpKind::softmax: {
+        // Over axis 1 at each of the inner positions (H x W of an image; 1 for N, C).
         y = in(0);
         const auto N = y.dims[0], C = y.dims[1];
-        for (std::int64_t b = 0; b < N; ++b) {
-          float* row = y.data.data() + b * C;
-          double mx = *std::max_element(row, row + C);
-          double sum = 0;
-          for (std::int64_t c = 0; c < C; ++c) sum += std::exp(row[c] - mx);
-          for (std::int64_t c = 0; c < C; ++c)
-            row[c] = static_cast<float>(std::exp(row[c] - mx) / sum);
-        }
+        const auto inner = static_cast<std::int64_t>(count(y.dims)) / (N * C);
+        for (std::int64_t b = 0; b < N; ++b)
+          for (std::int64_t p = 0; p < inner; ++p) {
+            auto at = [&](std::int64_t c) -> float& {
+              return y.data[static_cast<std::size_t>((b * C + c) * inner + p)];
+            };
+            double mx = at(0);
+            for (std::int64_t c = 1; c < C; ++c) mx = std::max(mx, static_cast<double>(at(c)));
+            double sum = 0;
+            for (std::int64_t c = 0; c < C; ++c) sum += std::exp(at(c) - mx);
+            for (std::int64_t c = 0; c < C; ++c)
+              at(c) = static_cast<float>(std::exp(at(c) - mx) / sum);
+          }
         break;
       }
+      case OpKind::eltwise: {
+        y = in(0);
+        const auto& a = std::get<Eltwise>(n.attrs);
+        for (float& v : y.data) v = static_cast<float>(activation(a, v));
+        break;
+      }
+      case OpKind::binary:
+        y = binary(in(0), in(1), std::get<Binary>(n.attrs).kind);
+        break;
       case OpKind::flatten:
         y = in(0);
         if (y.dims.size() == 4) y.dims = {y.dims[0], y.dims[1] * y.dims[2] * y.dims[3]};

@@ -242,6 +242,89 @@ TEST_P(TrainingOps, InnerProductsWithRelu) {
   });
 }
 
+Eltwise activation(EltwiseKind kind, float alpha = 0.0f, float beta = 0.0f) {
+  return Eltwise{kind, alpha, beta};
+}
+
+TEST_P(TrainingOps, ActivationsOtherThanRelu) {
+  check_gradients([](Net& n) {
+    TensorId x = n.input({2, 3, 6, 6});
+    TensorId y =
+        n.g.eltwise(n.conv(x, 3, 16, 3, 1, 1, true, "conv1"), activation(EltwiseKind::hard_swish));
+    y = n.g.eltwise(n.conv(y, 16, 16, 1, 1, 0, true, "conv2"),
+                    activation(EltwiseKind::clip, -0.5f, 0.5f));
+    y = n.g.eltwise(n.conv(y, 16, 16, 1, 1, 0, true, "conv3"),
+                    activation(EltwiseKind::hard_sigmoid, 0.2f, 0.5f));
+    n.classifier(y, 16 * 6 * 6);
+  });
+}
+
+TEST_P(TrainingOps, SmoothActivations) {
+  check_gradients([](Net& n) {
+    TensorId x = n.input({2, 3, 5, 5});
+    TensorId y =
+        n.g.eltwise(n.conv(x, 3, 16, 3, 1, 1, true, "conv1"), activation(EltwiseKind::sigmoid));
+    y = n.g.eltwise(n.conv(y, 16, 8, 3, 1, 1, true, "conv2"), activation(EltwiseKind::tanh));
+    y = n.g.eltwise(n.fc(n.g.flatten(y), 8 * 25, 32, "fc1"),
+                    activation(EltwiseKind::leaky_relu, 0.1f));
+    n.g.output(n.g.softmax(n.fc(y, 32, classes, "fc")), "p");
+    n.inputs["labels"] = {4, 7};
+  });
+}
+
+TEST_P(TrainingOps, BroadcastAddAndMultiply) {
+  check_gradients([](Net& n) {
+    TensorId x = n.input({2, 3, 6, 6});
+    TensorId stem = n.conv(x, 3, 16, 3, 1, 1, true, "stem");
+    // A squeeze-and-excitation gate: b computed, N, C, 1, 1 (its gradient summed over H, W).
+    TensorId s = n.pool(stem, false, 6, 6, 0);
+    s = n.g.eltwise(n.conv(s, 16, 16, 1, 1, 0, true, "excite"), activation(EltwiseKind::sigmoid));
+    TensorId y = n.g.binary(BinaryKind::mul, stem, s);
+    // Constant per-channel scale and shift, a constant scalar.
+    y = n.g.binary(BinaryKind::mul, y, n.constant("scale", {16, 1, 1}, 0.5f, 1.5f, false));
+    y = n.g.binary(BinaryKind::add, y, n.constant("shift", {1, 16, 1, 1}, -0.5f, 0.5f, false));
+    y = n.g.binary(BinaryKind::mul, y, n.constant("two", {}, 2.0f, 2.0f, false));
+    // Both operands computed, same shape; then a square (a and b the same tensor).
+    TensorId other = n.conv(x, 3, 16, 3, 1, 1, false, "other");
+    y = n.g.binary(BinaryKind::add, y, other);
+    y = n.g.binary(BinaryKind::mul, y, y);
+    // b computed, N, 1, H, W: a per-pixel shift (its gradient summed over the channels).
+    TensorId map = n.conv(x, 3, 1, 1, 1, 0, true, "map");
+    y = n.g.binary(BinaryKind::add, y, map);
+    n.classifier(y, 16 * 6 * 6);
+  });
+}
+
+TEST_P(TrainingOps, MatrixBroadcastAgainstAnImage) {
+  check_gradients([](Net& n) {
+    // b an N, K matrix against an N, C, H, W image with H = N, W = K: right-aligned, its gradient
+    // is summed over the image's batch and channels.
+    TensorId x = n.input({2, 3, 2, 6});
+    TensorId a = n.conv(x, 3, 8, 1, 1, 0, true, "conv");
+    TensorId b = n.fc(n.g.flatten(x), 3 * 2 * 6, 6, "fc_b");
+    n.classifier(n.g.binary(BinaryKind::mul, a, b), 8 * 2 * 6);
+  });
+}
+
+TEST_P(TrainingOps, DilatedConvolutions) {
+  check_gradients([](Net& n) {
+    TensorId x = n.input({2, 3, 9, 9});
+    Conv2D a;
+    a.dilation = {2, 2};
+    a.padding = {2, 2, 2, 2};
+    TensorId y = n.g.relu(n.g.convolution(x, n.constant("atrous.w", {16, 3, 3, 3}, -0.5f, 0.5f),
+                                          n.constant("atrous.b", {16}, -0.1f, 0.1f), a, "atrous"));
+    Conv2D b;
+    b.dilation = {3, 2};
+    b.stride = {2, 2};
+    b.padding = {1, 2, 2, 1};
+    b.groups = 2;
+    y = n.g.convolution(y, n.constant("grouped.w", {8, 8, 3, 3}, -0.3f, 0.3f), no_tensor, b,
+                        "grouped");
+    n.classifier(y, 8 * 3 * 4);  // 9 + 3 padded, spans 7 (H) and 5 (W), stride 2
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, TrainingOps,
                          ::testing::Combine(::testing::Values(Layout::nchw, Layout::nhwc),
                                             ::testing::Bool()),
@@ -434,6 +517,18 @@ TEST(TrainingErrors, RefusedWithClearMessages) {
   s = Runtime::create(lrn, o, &rt);
   EXPECT_EQ(s.code(), StatusCode::unsupported);
   EXPECT_THAT(s.message(), HasSubstr("node 'norm' (lrn)"));
+
+  Graph pixels;  // a softmax over the channels of each pixel: no per-pixel loss
+  x = pixels.input("x", {1, 4, 5, 5});
+  Conv2D same;
+  same.padding = {1, 1, 1, 1};
+  TensorId c = pixels.convolution(x, pixels.constant("w", {3, 4, 3, 3}, random_vector(108, 1)),
+                                  no_tensor, same, "conv");
+  pixels.output(pixels.softmax(c, "segment"), "p");
+  s = Runtime::create(pixels, o, &rt);
+  EXPECT_EQ(s.code(), StatusCode::unsupported);
+  EXPECT_THAT(s.message(),
+              HasSubstr("node 'segment' (softmax) is over the channels of [1, 3, 5, 5]"));
 }
 
 TEST(TrainingErrors, ImpossibleBatchIsOutOfMemory) {

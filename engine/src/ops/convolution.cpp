@@ -1,4 +1,5 @@
-// Convolution (stride, padding, groups) with optional bias; post-ops ReLU and sum (residual add).
+// Convolution (stride, padding, groups, dilation) with optional bias; post-ops ReLU, other
+// activations and sum (residual add).
 #include "common.hpp"
 
 namespace tfpin::engine::detail {
@@ -16,6 +17,12 @@ static Status infer_convolution(Ir& ir, int node, Dims& out) {
     return graph_error(ir, node,
                        fmt::format("stride {}x{} is invalid: strides must be at least 1",
                                    a.stride[0], a.stride[1]));
+  }
+  if (a.dilation[0] < 1 || a.dilation[1] < 1) {
+    return graph_error(ir, node,
+                       fmt::format("dilation {}x{} is invalid: dilations must be at least 1 (1: a "
+                                   "dense kernel)",
+                                   a.dilation[0], a.dilation[1]));
   }
   for (std::int64_t p : a.padding) {
     if (p < 0) {
@@ -45,20 +52,28 @@ static Status infer_convolution(Ir& ir, int node, Dims& out) {
   }
   const std::int64_t ph = x[2] + a.padding[0] + a.padding[2];
   const std::int64_t pw = x[3] + a.padding[1] + a.padding[3];
-  if (w[2] > ph || w[3] > pw) {
-    return graph_error(
-        ir, node,
-        fmt::format("kernel {}x{} does not fit the padded input {}x{}", w[2], w[3], ph, pw));
+  // A dilated kernel spans (k - 1) d + 1 input pixels.
+  const std::int64_t kh = (w[2] - 1) * a.dilation[0] + 1;
+  const std::int64_t kw = (w[3] - 1) * a.dilation[1] + 1;
+  if (kh > ph || kw > pw) {
+    const bool dilated = a.dilation[0] > 1 || a.dilation[1] > 1;
+    return graph_error(ir, node,
+                       fmt::format("kernel {}x{}{} does not fit the padded input {}x{}", w[2], w[3],
+                                   dilated ? fmt::format(" (dilation {}x{}: spans {}x{})",
+                                                         a.dilation[0], a.dilation[1], kh, kw)
+                                           : std::string(),
+                                   ph, pw));
   }
-  out = {x[0], w[0], (ph - w[2]) / a.stride[0] + 1, (pw - w[3]) / a.stride[1] + 1};
+  out = {x[0], w[0], (ph - kh) / a.stride[0] + 1, (pw - kw) / a.stride[1] + 1};
   return {};
 }
 
 namespace {
 
+// oneDNN counts dilation from 0 (dense); ONNX and PyTorch from 1.
 static onednn::Window convolution_window(const Conv2D& a) {
   return {{a.stride[0], a.stride[1]},
-          {0, 0},
+          {a.dilation[0] - 1, a.dilation[1] - 1},
           {a.padding[0], a.padding[1]},
           {a.padding[2], a.padding[3]}};
 }
@@ -121,7 +136,8 @@ static void lower_convolution(Lowering& l, int node) {
   // here (and picks it anyway at batch 32): ask for it explicitly where it applies.
   // (Training: direct only; oneDNN 2.6's Winograd backward is slower than its direct kernels.)
   const bool winograd_shape = l.options.winograd && !l.training() && g == 1 && wd[2] == 3 &&
-                              wd[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1;
+                              wd[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1 &&
+                              a.dilation[0] == 1 && a.dilation[1] == 1;
   if (winograd_shape) {
     try {
       pd = onednn::convolution_forward(l.engine, dnnl::prop_kind::forward_inference,

@@ -1,12 +1,17 @@
-// Softmax over the classes (axis 1 of N, C).
+// Softmax over axis 1: the classes of N, C, or the channels of N, C, H, W at each pixel.
 #include "common.hpp"
 
 namespace tfpin::engine::detail {
 
 static Status infer_softmax(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
-  TFPIN_TRY(expect_rank(ir, node, 0, 2, "input"));
-  out = value_of(ir, node_of(ir, node).inputs[0]).dims;
+  const Value& x = value_of(ir, node_of(ir, node).inputs[0]);
+  if (x.dims.size() != 2 && x.dims.size() != 4) {
+    return graph_error(ir, node,
+                       fmt::format("input '{}' has dimensions {}, expected N, C or N, C, H, W",
+                                   x.name, dims_string(x.dims)));
+  }
+  out = x.dims;
   return {};
 }
 

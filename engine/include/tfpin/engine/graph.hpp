@@ -42,6 +42,8 @@ enum class OpKind {
   softmax,
   flatten,
   dropout,
+  eltwise,  // the activations other than ReLU (Eltwise)
+  binary,   // add or multiply with broadcasting (Binary)
 };
 const char* to_string(OpKind kind);
 
@@ -49,6 +51,7 @@ struct Conv2D {
   std::array<std::int64_t, 2> stride{1, 1};
   std::array<std::int64_t, 4> padding{0, 0, 0, 0};  // top, left, bottom, right
   std::int64_t groups = 1;
+  std::array<std::int64_t, 2> dilation{1, 1};  // 1: dense kernel (ONNX's and PyTorch's meaning)
 };
 
 struct Pool2D {
@@ -77,7 +80,32 @@ struct Dropout {
   float rate = 0.5f;  // identity at inference; kept for the graph's shape
 };
 
-using OpAttrs = std::variant<std::monostate, Conv2D, Pool2D, Lrn, BatchNorm, Dropout>;
+// Elementwise activations, with ONNX's definitions and defaults.
+enum class EltwiseKind {
+  leaky_relu,    // x >= 0 ? x : alpha x                       (alpha: 0.01)
+  clip,          // min(max(x, alpha), beta)                   (ReLU6: 0, 6)
+  sigmoid,       // 1 / (1 + e^-x)
+  hard_sigmoid,  // max(0, min(1, alpha x + beta))             (alpha 0.2, beta 0.5)
+  hard_swish,    // x max(0, min(1, x / 6 + 1 / 2))
+  tanh,
+};
+const char* to_string(EltwiseKind kind);
+
+struct Eltwise {
+  EltwiseKind kind = EltwiseKind::sigmoid;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+};
+
+enum class BinaryKind { add, mul };
+const char* to_string(BinaryKind kind);
+
+struct Binary {
+  BinaryKind kind = BinaryKind::add;
+};
+
+using OpAttrs =
+    std::variant<std::monostate, Conv2D, Pool2D, Lrn, BatchNorm, Dropout, Eltwise, Binary>;
 
 struct TensorDef {
   enum class Kind { input, constant, value };
@@ -107,7 +135,8 @@ class Graph {
  public:
   // A graph input the caller fills at setup. dims: N, C, H, W (or N, C); layout: its memory order.
   TensorId input(std::string name, std::vector<std::int64_t> dims, Layout layout = Layout::nchw);
-  // Weights and other constants, logical order, row-major.
+  // Weights and other constants, logical order, row-major. Any rank; no dimensions: a scalar (one
+  // value, e.g. a binary operation's b).
   TensorId constant(std::string name, std::vector<std::int64_t> dims, std::vector<float> values);
 
   // weights O, I/groups, KH, KW; bias (O) or no_tensor.
@@ -122,11 +151,18 @@ class Graph {
   TensorId lrn(TensorId x, const Lrn& attrs = {}, std::string name = {});
   // Along channels (axis 1), the only axis the model zoo needs.
   TensorId concat(std::vector<TensorId> xs, std::string name = {});
+  // Same shapes, neither a constant (residual connections: fused into the convolution before it).
   TensorId add(TensorId a, TensorId b, std::string name = {});
+  // a (op) b with b broadcast to a's shape, NumPy's rule: b has a's rank or less, aligned to the
+  // right, each of its dimensions 1 or a's (per-channel C,1,1 or N,C,1,1 scales, scalars). b may
+  // be a constant; a may not. The result has a's shape.
+  TensorId binary(BinaryKind kind, TensorId a, TensorId b, std::string name = {});
+  // Elementwise activation of a 4-D or 2-D tensor.
+  TensorId eltwise(TensorId x, const Eltwise& attrs, std::string name = {});
   // x: N, I (or N, C, H, W, taken as flattened in C, H, W order); weights O, I; bias (O) or
   // no_tensor.
   TensorId inner_product(TensorId x, TensorId weights, TensorId bias, std::string name = {});
-  TensorId softmax(TensorId x, std::string name = {});  // over axis 1 of N, C
+  TensorId softmax(TensorId x, std::string name = {});  // over axis 1 (N, C or N, C, H, W)
   TensorId flatten(TensorId x, std::string name = {});  // N, C, H, W -> N, C*H*W (C, H, W order)
   TensorId dropout(TensorId x, const Dropout& attrs = {}, std::string name = {});
 

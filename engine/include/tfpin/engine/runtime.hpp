@@ -100,6 +100,7 @@ struct CompileReport {
   int reorders = 0;  // of which layout conversions
   int folded_batch_norms = 0;
   int fused_relus = 0;
+  int fused_eltwises = 0;  // inference: other activations made post-ops (Graph::eltwise)
   int fused_adds = 0;     // residual adds turned into sum post-ops
   int in_place_adds = 0;  // ... of which write straight into the residual's buffer
   int parameters = 0;     // training: trained tensors (each with its momentum buffer)
