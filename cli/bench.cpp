@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -22,6 +23,9 @@
 #include "ranks.hpp"
 #include "tfpin/cpulist.hpp"
 #include "tfpin/engine/models.hpp"
+#ifdef TFPIN_HAVE_ONNX
+#include "tfpin/engine/onnx.hpp"
+#endif
 #include "tfpin/engine/runtime.hpp"
 #include "tfpin/engine/version.hpp"
 #include "tfpin/error.hpp"
@@ -92,13 +96,56 @@ std::string bytes_string(std::uint64_t bytes) {
 
 }  // namespace
 
-engine::Model model_option(const std::string& text) {
+ModelChoice model_option(const std::string& text) {
+  if (text.ends_with(".onnx")) {
+#ifdef TFPIN_HAVE_ONNX
+    std::ifstream file(text, std::ios::binary);
+    if (!file || std::filesystem::is_directory(text)) {
+      usage_error(fmt::format("--model={}: cannot read the ONNX file ({}) (valid: a model of the "
+                              "zoo, or a readable .onnx file)",
+                              shown_value(text), std::strerror(errno)));
+    }
+    return {std::nullopt, text};
+#else
+    usage_error(fmt::format("--model={}: this tfpin was built without ONNX import (libonnx-dev "
+                            "was not found at build time) (valid: {})",
+                            shown_value(text), fmt::join(engine::model_names(), ", ")));
+#endif
+  }
   const auto model = engine::parse_model(text);
   if (!model) {
-    usage_error(fmt::format("--model={} is not a model of the zoo (valid: {})", shown_value(text),
-                            fmt::join(engine::model_names(), ", ")));
+    usage_error(fmt::format("--model={} is not a model of the zoo (valid: {}) nor an ONNX file "
+                            "(a name ending in .onnx)",
+                            shown_value(text), fmt::join(engine::model_names(), ", ")));
   }
-  return *model;
+  return {*model, {}};
+}
+
+engine::Graph workload_graph(const ModelChoice& model, unsigned batch, engine::Layout layout,
+                             bool training) {
+  if (model.zoo) return engine::build_model(*model.zoo, batch, layout);
+#ifdef TFPIN_HAVE_ONNX
+  engine::OnnxImportOptions options;
+  options.batch_size = batch;
+  options.append_softmax = training;
+  engine::ImportedModel imported;
+  const engine::Status status = engine::import_onnx(model.onnx, options, &imported);
+  if (!status.ok()) {
+    usage_error(fmt::format("--model={} (--batch_size={}{}): {}", model.onnx, batch,
+                            training ? ", training" : ", --forward_only", status.message()));
+  }
+  if (imported.inputs.size() != 1 || imported.outputs.size() != 1) {
+    usage_error(fmt::format("--model={}: bench feeds one input (synthetic images) and reads one "
+                            "output, but the model has {} input(s) and {} output(s)",
+                            model.onnx, imported.inputs.size(), imported.outputs.size()));
+  }
+  return std::move(imported.graph);
+#else
+  (void)batch;
+  (void)layout;
+  (void)training;
+  usage_error("--model: built without ONNX import");
+#endif
 }
 
 engine::Layout data_format_option(const std::string& text) {
@@ -118,8 +165,8 @@ std::string lanes_text(const std::vector<std::vector<unsigned>>& lanes) {
 
 void add_workload_options(CLI::App& sub, WorkloadOptions& workload) {
   sub.add_option("--model", workload.model,
-                 fmt::format("{}", fmt::join(engine::model_names(), "|")))
-      ->type_name("NAME");
+                 fmt::format("{}, or an ONNX file M.onnx", fmt::join(engine::model_names(), "|")))
+      ->type_name("NAME|M.onnx");
   sub.add_option("--data_format", workload.data_format, "layout of the input images: NHWC|NCHW")
       ->type_name("NHWC|NCHW");
   sub.add_flag("--forward_only", workload.forward_only,
@@ -180,7 +227,7 @@ enum class VariableUpdate { replicated, horovod, independent };
 
 // The command's flags, checked.
 struct BenchSettings {
-  engine::Model model = engine::Model::resnet50;
+  ModelChoice model;
   engine::Layout layout = engine::Layout::nhwc;
   unsigned batch = 0;  // per rank
   unsigned steps = 0;
@@ -205,6 +252,8 @@ BenchSettings check_flags(const BenchCommand& bench) {
   BenchSettings settings;
   settings.model = model_option(bench.workload.model);
   settings.layout = data_format_option(bench.workload.data_format);
+  // An ONNX model's input is laid out as the model says: NCHW.
+  if (!settings.model.zoo) settings.layout = engine::Layout::nchw;
   settings.batch = parse_count("--batch_size", bench.batch_size, 1u << 30);
   settings.steps = parse_count("--num_batches", bench.num_batches, 1000000);
   settings.warmup = parse_non_negative("--num_warmup_batches", bench.num_warmup_batches, 1000000);
@@ -328,8 +377,9 @@ engine::Status bind_feed(engine::Runtime& runtime, bool training, unsigned batch
   feed.probabilities.resize(out_info.elements());
   // Synthetic labels, as tf_cnn_benchmarks' synthetic data: fixed, spread over the classes.
   feed.labels.resize(batch);
+  const auto classes = static_cast<std::uint64_t>(out_info.dims.size() == 2 ? out_info.dims[1] : 1);
   for (unsigned n = 0; n < batch; ++n) {
-    feed.labels[n] = static_cast<float>(((first_sample + n) * 7919u) % 1000u);
+    feed.labels[n] = static_cast<float>(((first_sample + n) * 7919u) % classes);
   }
   std::vector<engine::ExternalInput> in = {{in_info.name, feed.images.data()}};
   if (training) in.push_back({"labels", feed.labels.data()});
@@ -614,7 +664,8 @@ int BenchCommand::operator()() const {
       settings.over_mpi() ? join_mpi_job(settings.stall_seconds) : single_process();
   const bool printing = ranks->rank() == 0;
 
-  const engine::Graph graph = engine::build_model(settings.model, settings.batch, settings.layout);
+  const engine::Graph graph =
+      workload_graph(settings.model, settings.batch, settings.layout, !forward_only);
   std::unique_ptr<engine::Runtime> runtime;
   engine::Status status =
       engine::Runtime::create(graph, compile_options(*this, settings, *ranks), &runtime);
@@ -714,8 +765,13 @@ int BenchCommand::operator()() const {
   }
   if (!outcome.finite) {
     if (!printing) return exit_failure;
-    fmt::print(stderr, "tfpin bench: the outputs {}are not finite\n",
-               forward_only ? "" : "or the loss ");
+    fmt::print(stderr, "tfpin bench: the outputs {}are not finite{}\n",
+               forward_only ? "" : "or the loss ",
+               !forward_only && !settings.model.zoo
+                   ? " (an ONNX model exported for inference has its batch norms folded into the "
+                     "convolutions, and untrained weights without them can diverge in training; "
+                     "--forward_only measures inference)"
+                   : "");
     return exit_failure;
   }
   if (settings.update == VariableUpdate::horovod && !forward_only) {

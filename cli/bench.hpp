@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,7 +48,17 @@ struct BenchCommand {
 
 // Checks `tfpin bench` and `tfpin tune` share, so both refuse a value with the same words. Each
 // throws tfpin::Error(invalid_request) naming the option, the value and what is valid.
-engine::Model model_option(const std::string& text);
+// --model: a network of the zoo, or an ONNX file (a name ending in .onnx).
+struct ModelChoice {
+  std::optional<engine::Model> zoo;
+  std::string onnx;  // the file, when not the zoo
+};
+ModelChoice model_option(const std::string& text);
+// The graph bench runs: the zoo network, or the ONNX model imported for `batch` (a classifier's
+// softmax appended for training). The ONNX input is the model's own (NCHW), whatever `layout`.
+// Throws tfpin::Error(invalid_request) for a model the engine cannot run at this batch.
+engine::Graph workload_graph(const ModelChoice& model, unsigned batch, engine::Layout layout,
+                             bool training);
 engine::Layout data_format_option(const std::string& text);
 // "0-3 | 4-7": each lane's CPUs, as bench and tune print them.
 std::string lanes_text(const std::vector<std::vector<unsigned>>& lanes);

@@ -454,6 +454,7 @@ void Importer::run(ImportedModel* out) {
       values_[name] = std::move(v);
     }
     convert(*this);
+    for (const auto& name : n.output()) producer_op_[name] = n.op_type();
     ++out->nodes;
   }
   node_ = nullptr;
@@ -479,8 +480,18 @@ void Importer::run(ImportedModel* out) {
                                     o.name(),
                                     v.graph_input ? "a graph input" : v.pad ? "a Pad's output" : "a constant"));
     }
-    graph_.output(*v.tensor, o.name());
-    out->outputs.push_back({o.name(), v.dims, *v.tensor, -1});
+    TensorId tensor = *v.tensor;
+    if (options_.append_softmax) {
+      if (g.output_size() != 1 || v.dims.size() != 2) {
+        throw ImportError(StatusCode::unsupported,
+                          fmt::format("training needs a classifier: one output of shape N x "
+                                      "classes, but the model has {} output(s), '{}' of shape {}",
+                                      g.output_size(), o.name(), dims_text(v.dims)));
+      }
+      if (producer_op_[o.name()] != "Softmax") tensor = graph_.softmax(tensor, o.name() + ":softmax");
+    }
+    graph_.output(tensor, o.name());
+    out->outputs.push_back({o.name(), v.dims, tensor, -1});
   }
   out->opset = opset_;
   out->producer = model_.producer_version().empty()

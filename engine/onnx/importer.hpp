@@ -108,6 +108,7 @@ class Importer {
   Graph graph_;
   std::unordered_map<std::string, ValueState> values_;
   std::unordered_map<std::string, Dims> shapes_;  // inferred shapes of the nodes' outputs
+  std::unordered_map<std::string, std::string> producer_op_;  // output -> its node's op_type
   std::unordered_map<std::string, int> uses_;  // node inputs + graph outputs reading each value
   const onnx::NodeProto* node_ = nullptr;
 };

@@ -43,6 +43,10 @@ struct OnnxImportOptions {
   // needs a constant operand (weights, bias, batch-norm statistics, Gemm's B) such an input is
   // used as one; where it is data, it stays a graph input fed at run time.
   std::vector<GivenInput> given_inputs;
+  // Training a classifier (tfpin bench): the model's single output must be N x classes; unless
+  // the last node already is a Softmax one is appended, since the engine trains a softmax with its
+  // cross-entropy.
+  bool append_softmax = false;
   // Largest model file read (protobuf's own limit is 2 GiB; initializers can be external).
   std::uint64_t max_model_bytes = 2ull << 30;
 };
