@@ -77,12 +77,34 @@ ValueState& Importer::input(std::size_t i) {
   return value(node_->input(static_cast<int>(i)));
 }
 
-TensorId Importer::data(std::size_t i) {
+namespace {
+
+// The engine's view of an ONNX shape that is not N,C,H,W or N,C, for elementwise operators only:
+// the same elements in the same row-major order, as N,C or N,C,H,W.
+Dims elementwise_view(const Dims& dims) {
+  if (dims.empty()) return {1, 1};
+  if (dims.size() == 1) return {1, dims[0]};
+  if (dims.size() == 2 || dims.size() == 4) return dims;
+  if (dims.size() == 3) return {dims[0], dims[1], dims[2], 1};
+  std::int64_t rest = 1;
+  for (std::size_t i = 3; i < dims.size(); ++i) rest *= dims[i];
+  return {dims[0], dims[1], dims[2], rest};
+}
+
+}  // namespace
+
+TensorId Importer::data(std::size_t i, bool elementwise) {
   ValueState& v = input(i);
   if (v.pad) {
     unsupported(fmt::format("reads '{}', the output of a Pad; a Pad is supported only in front of "
                             "a convolution or an average pooling (it becomes their padding)",
                             v.name));
+  }
+  if (!elementwise && v.dims.size() != 4 && v.dims.size() != 2) {
+    unsupported(fmt::format("reads '{}' of rank {} ({}); the engine computes on N,C,H,W "
+                            "images and N,C matrices (other ranks only through elementwise "
+                            "operators)",
+                            v.name, v.dims.size(), dims_text(v.dims)));
   }
   if (v.tensor) return *v.tensor;
   if (!v.graph_input) {
@@ -90,20 +112,17 @@ TensorId Importer::data(std::size_t i) {
                             "that flows from the graph inputs (no constant folding)",
                             v.name));
   }
-  if (v.dims.size() != 4 && v.dims.size() != 2) {
-    unsupported(fmt::format("reads input '{}' of rank {} ({}); the engine computes on N,C,H,W "
-                            "images and N,C matrices",
-                            v.name, v.dims.size(), dims_text(v.dims)));
-  }
   // The graph input itself holds the tensor, so that every alias of it shares one.
   ValueState& original = values_.at(v.input_name);
   if (!original.tensor) {
-    original.tensor =
-        graph_.input(original.name, original.dims, original.dims.size() == 4 ? Layout::nchw : Layout::nc);
+    const Dims view = elementwise_view(original.dims);
+    original.tensor = graph_.input(original.name, view, view.size() == 4 ? Layout::nchw : Layout::nc);
   }
   v.tensor = original.tensor;
   return *v.tensor;
 }
+
+Dims Importer::engine_dims(std::size_t i) { return elementwise_view(input(i).dims); }
 
 const ConstantData& Importer::constant(std::size_t i, const char* role) {
   ValueState& v = input(i);

@@ -69,8 +69,12 @@ class Importer {
   [[nodiscard]] std::size_t input_count() const;
   [[nodiscard]] bool has_input(std::size_t i) const;
   ValueState& input(std::size_t i);
-  // The engine tensor holding input i as data (not a constant; no pending pad).
-  TensorId data(std::size_t i);
+  // The engine tensor holding input i as data (not a constant; no pending pad). Its ONNX rank must
+  // be 4 or 2, unless the consumer is `elementwise`: then other ranks are viewed as N,C,H,W or N,C
+  // (same elements, same order).
+  TensorId data(std::size_t i, bool elementwise = false);
+  // The engine's dims of input i's data (its ONNX dims, or their elementwise view).
+  [[nodiscard]] Dims engine_dims(std::size_t i);
   // Input i's known contents, or an error saying it must be a constant (`role` names it).
   const ConstantData& constant(std::size_t i, const char* role);
   // Input i as an engine constant (float), reshaped to `dims` when given.

@@ -133,11 +133,12 @@ void convert_batch_normalization(Importer& im) {
 
 void convert_relu(Importer& im) {
   im.known_attributes({});
-  im.define(0, im.graph().relu(im.data(0), out_name(im)));
+  im.define(0, im.graph().relu(im.data(0, /*elementwise=*/true), out_name(im)));
 }
 
 void eltwise(Importer& im, EltwiseKind kind, float alpha, float beta) {
-  im.define(0, im.graph().eltwise(im.data(0), Eltwise{kind, alpha, beta}, out_name(im)));
+  im.define(0, im.graph().eltwise(im.data(0, /*elementwise=*/true), Eltwise{kind, alpha, beta},
+                                  out_name(im)));
 }
 
 void convert_leaky_relu(Importer& im) {
@@ -210,14 +211,29 @@ void binary(Importer& im, BinaryKind kind) {
   }
   const ValueState& b = im.input(small);
   if (!is_data(im.input(big)) && is_data(b) && b.dims == out) std::swap(big, small);
-  const TensorId a_tensor = im.data(big);
   const ValueState& other = im.input(small);
-  if (kind == BinaryKind::add && other.dims == out && is_data(other) && !other.constant) {
-    im.define(0, im.graph().add(a_tensor, im.data(small), out_name(im)));
+  const bool same_shape = other.dims == out;
+  // Equal shapes are elementwise at any rank; broadcasting needs the engine's real N,C,H,W or N,C.
+  const TensorId a_tensor = im.data(big, /*elementwise=*/same_shape);
+  if (kind == BinaryKind::add && same_shape && is_data(other) && !other.constant) {
+    im.define(0, im.graph().add(a_tensor, im.data(small, true), out_name(im)));
     return;
   }
-  const TensorId b_tensor =
-      other.constant && !other.constant->is_int ? im.constant_tensor(small, "operand") : im.data(small);
+  if (!same_shape && out.size() != 4 && out.size() != 2) {
+    im.unsupported(fmt::format("broadcasts {} to {}; broadcasting is supported onto N,C,H,W and "
+                               "N,C tensors only",
+                               dims_text(other.dims), dims_text(out)));
+  }
+  TensorId b_tensor = no_tensor;
+  if (other.graph_input || !other.constant) {
+    b_tensor = im.data(small, same_shape);
+  } else if (same_shape) {
+    // A constant of a's shape, in the engine's view of that shape.
+    if (other.constant->is_int) im.unsupported(fmt::format("operand '{}' is int64", other.name));
+    b_tensor = im.make_constant(out_name(im) + ":b", im.engine_dims(big), other.constant->floats);
+  } else {
+    b_tensor = im.constant_tensor(small, "operand");
+  }
   im.define(0, im.graph().binary(kind, a_tensor, b_tensor, out_name(im)));
 }
 
@@ -234,15 +250,15 @@ void convert_sum(Importer& im) {
     }
   }
   if (im.input_count() == 1) {
-    im.data(0);
+    im.data(0, true);
     im.define_alias(0, im.input(0));
     return;
   }
-  TensorId total = im.data(0);
+  TensorId total = im.data(0, true);
   for (std::size_t i = 1; i < im.input_count(); ++i) {
     const std::string name =
         i + 1 == im.input_count() ? out_name(im) : fmt::format("{}:sum{}", out_name(im), i);
-    total = im.graph().add(total, im.data(i), name);
+    total = im.graph().add(total, im.data(i, true), name);
   }
   im.define(0, total);
 }
@@ -401,7 +417,7 @@ void reshape_to(Importer& im) {
   const ValueState& x = im.input(0);
   const Dims& out = im.output_dims(0);
   if (x.dims == out) {
-    im.data(0);
+    im.data(0, true);
     im.define_alias(0, im.input(0));
     return;
   }
@@ -465,7 +481,7 @@ void convert_dropout(Importer& im) {
     const ConstantData& mode = im.constant(2, "training_mode");
     if (!mode.ints.empty() && mode.ints[0] != 0) im.unsupported("training_mode=true");
   }
-  im.data(0);
+  im.data(0, true);
   im.define_alias(0, im.input(0));
 }
 
