@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "reference.hpp"
+#include "op_fixture.hpp"
 #include "test_util.hpp"
 #include "tfpin/engine/graph.hpp"
 #include "tfpin/engine/runtime.hpp"
@@ -18,29 +19,10 @@ using testing::random_vector;
 using testing::run_engine;
 using Dims = std::vector<std::int64_t>;
 
-std::size_t count(const Dims& d) {
-  std::size_t n = 1;
-  for (auto x : d) n *= static_cast<std::size_t>(x);
-  return n;
-}
-
-class OpTest : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
+class OpTest : public testing::OpFixture {
  protected:
-  Layout layout() const { return std::get<0>(GetParam()); }
-  bool fusion() const { return std::get<1>(GetParam()); }
-
-  TensorId input(const std::string& name, const Dims& dims) {
-    const bool image = dims.size() == 4;
-    TensorId id = g.input(name, dims, image ? layout() : Layout::nc);
-    std::vector<float> data = random_vector(count(dims), ++seed);
-    inputs[name] = image && layout() == Layout::nhwc ? reference::nchw_to_nhwc(data, dims) : data;
-    return id;
-  }
-  TensorId constant(const std::string& name, const Dims& dims, float scale = 0.3f) {
-    return g.constant(name, dims, random_vector(count(dims), ++seed, -scale, scale));
-  }
   TensorId positive(const std::string& name, const Dims& dims, float lo, float hi) {
-    return g.constant(name, dims, random_vector(count(dims), ++seed, lo, hi));
+    return g.constant(name, dims, random_vector(testing::element_count(dims), ++seed, lo, hi));
   }
   TensorId conv(TensorId x, std::int64_t in, std::int64_t out, std::int64_t k, std::int64_t stride,
                 std::int64_t pad, bool bias, const std::string& name, std::int64_t groups = 1) {
@@ -56,28 +38,6 @@ class OpTest : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
                         constant(name + ".shift", {c}), constant(name + ".mean", {c}),
                         positive(name + ".var", {c}, 0.5f, 2.0f), BatchNorm{1e-3f}, name);
   }
-
-  // Runs the graph on the engine (one lane, then two) and compares with the reference.
-  void check(double rtol = 1e-4, double atol = 1e-4) {
-    const auto want = reference::evaluate(g, inputs);
-    for (unsigned lanes : {1u, 2u}) {
-      CompileOptions o;
-      o.fusion = fusion();
-      o.lanes = lanes;
-      auto got = run_engine(g, inputs, o, 2);
-      ASSERT_TRUE(got.status.ok()) << got.status.to_string();
-      for (const auto& [name, values] : want) {
-        EXPECT_TRUE(close(got.outputs.at(name), values, rtol, atol))
-            << "output '" << name << "' with " << lanes << " lane(s)";
-      }
-      last = got.report;
-    }
-  }
-
-  Graph g;
-  std::map<std::string, std::vector<float>> inputs;
-  std::uint64_t seed = 0;
-  CompileReport last;
 };
 
 TEST_P(OpTest, Convolution3x3WithBias) {

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "reference.hpp"
+#include "op_fixture.hpp"
 #include "test_util.hpp"
 #include "tfpin/engine/graph.hpp"
 #include "tfpin/engine/runtime.hpp"
@@ -24,53 +25,21 @@ using testing::random_vector;
 using testing::run_engine;
 using Dims = std::vector<std::int64_t>;
 
-std::size_t count(const Dims& d) {
-  std::size_t n = 1;
-  for (auto x : d) n *= static_cast<std::size_t>(x);
-  return n;
-}
-
 Eltwise act(EltwiseKind kind, float alpha = 0.0f, float beta = 0.0f) {
   return Eltwise{kind, alpha, beta};
 }
 
-class OnnxOpTest : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
+class OnnxOpTest : public testing::OpFixture {
  protected:
-  Layout layout() const { return std::get<0>(GetParam()); }
-  bool fusion() const { return std::get<1>(GetParam()); }
-
-  // Values in [-range, range].
-  TensorId input(const std::string& name, const Dims& dims, float range = 1.0f) {
-    const bool image = dims.size() == 4;
-    TensorId id = g.input(name, dims, image ? layout() : Layout::nc);
-    std::vector<float> data = random_vector(count(dims), ++seed, -range, range);
-    inputs[name] = image && layout() == Layout::nhwc ? reference::nchw_to_nhwc(data, dims) : data;
-    return id;
-  }
-  TensorId constant(const std::string& name, const Dims& dims, float scale = 0.3f) {
-    return g.constant(name, dims, random_vector(count(dims), ++seed, -scale, scale));
-  }
   TensorId conv(TensorId x, std::int64_t in, std::int64_t out, std::int64_t k, const Conv2D& a,
                 const std::string& name, bool bias = true) {
     return g.convolution(x, constant(name + ".w", {out, in / a.groups, k, k}),
                          bias ? constant(name + ".b", {out}) : no_tensor, a, name);
   }
 
-  // Runs the graph on the engine (one lane, then two) and compares with the reference.
+  // check(), then the steps the compiler chose (Runtime::describe()).
   void check(double rtol = 1e-4, double atol = 1e-4) {
-    const auto want = reference::evaluate(g, inputs);
-    for (unsigned lanes : {1u, 2u}) {
-      CompileOptions o;
-      o.fusion = fusion();
-      o.lanes = lanes;
-      auto got = run_engine(g, inputs, o, 2);
-      ASSERT_TRUE(got.status.ok()) << got.status.to_string();
-      for (const auto& [name, values] : want) {
-        EXPECT_TRUE(close(got.outputs.at(name), values, rtol, atol))
-            << "output '" << name << "' with " << lanes << " lane(s)";
-      }
-      last = got.report;
-    }
+    OpFixture::check(rtol, atol);
     CompileOptions o;
     o.fusion = fusion();
     std::unique_ptr<Runtime> rt;
@@ -78,10 +47,6 @@ class OnnxOpTest : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
     steps = rt->describe();
   }
 
-  Graph g;
-  std::map<std::string, std::vector<float>> inputs;
-  std::uint64_t seed = 0;
-  CompileReport last;
   std::string steps;  // Runtime::describe() of the graph
 };
 
@@ -336,7 +301,7 @@ Status compile(const Graph& g, const CompileOptions& options = {}) {
 }
 
 TensorId filled(Graph& g, const std::string& name, Dims dims) {
-  return g.constant(name, dims, std::vector<float>(count(dims), 0.5f));
+  return g.constant(name, dims, std::vector<float>(testing::element_count(dims), 0.5f));
 }
 
 TEST(OnnxOpErrors, BinaryShapesThatDoNotBroadcast) {
