@@ -131,8 +131,10 @@ engine::Graph workload_graph(const ModelChoice& model, unsigned batch, engine::L
   engine::ImportedModel imported;
   const engine::Status status = engine::import_onnx(model.onnx, options, &imported);
   if (!status.ok()) {
-    usage_error(fmt::format("--model={} (--batch_size={}{}): {}", model.onnx, batch,
-                            training ? ", training" : ", --forward_only", status.message()));
+    // The model's names and ONNX's messages escaped: one printable line.
+    usage_error(fmt::format("--model={} (--batch_size={}{}): {}", shown_value(model.onnx), batch,
+                            training ? ", training" : ", --forward_only",
+                            shown_value(status.message(), status.message().size())));
   }
   if (imported.inputs.size() != 1 || imported.outputs.size() != 1) {
     usage_error(fmt::format("--model={}: bench feeds one input (synthetic images) and reads one "

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,9 @@ namespace tfpin::cli {
 
 namespace {
 
+// A message as one printable line: the bytes of the model's names and of paths in it escaped.
+std::string line(const std::string& message) { return shown_value(message, message.size()); }
+
 struct Binding {
   std::string name;  // empty: by position
   std::string path;
@@ -28,7 +32,7 @@ Binding binding(const std::string& flag, const std::string& text) {
   const std::size_t eq = text.find('=');
   if (eq == std::string::npos) return {"", text};
   if (eq == 0 || eq + 1 == text.size()) {
-    usage_error(fmt::format("{}={}: give FILE.npy or NAME=FILE.npy", flag, text));
+    usage_error(fmt::format("{}={}: give FILE.npy or NAME=FILE.npy", flag, shown_value(text)));
   }
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
@@ -48,11 +52,12 @@ std::map<std::string, std::string> output_files(const std::vector<Binding>& bind
     if (!known) {
       std::vector<std::string> names;
       for (const auto& o : model.outputs) names.push_back(o.name);
-      usage_error(fmt::format("--output {}={}: the model has no output '{}' (its outputs: {})",
-                              b.name, b.path, b.name, fmt::join(names, ", ")));
+      usage_error(line(fmt::format("--output {}={}: the model has no output '{}' (its outputs: {})",
+                                   shown_value(b.name), shown_value(b.path), shown_value(b.name),
+                                   fmt::join(names, ", "))));
     }
     if (!files.emplace(b.name, b.path).second) {
-      usage_error(fmt::format("--output: output '{}' is given twice", b.name));
+      usage_error(fmt::format("--output: output '{}' is given twice", shown_value(b.name)));
     }
   }
   std::size_t next = 0;
@@ -102,7 +107,7 @@ int InferCommand::operator()() const {
   engine::ImportedModel imported;
   engine::Status status = engine::import_onnx(model, options, &imported);
   if (!status.ok()) {
-    fmt::print(stderr, "tfpin infer: {}\n", status.message());
+    fmt::print(stderr, "tfpin infer: {}\n", line(status.message()));
     return status.code() == engine::StatusCode::unsupported ||
                    status.code() == engine::StatusCode::invalid_argument
                ? exit_usage
@@ -110,8 +115,9 @@ int InferCommand::operator()() const {
   }
   for (const auto& input : imported.inputs) {
     if (input.given < 0) {
-      usage_error(fmt::format("--input: the model's input '{}' ({}) is not given (--input {}=FILE.npy)",
-                              input.name, fmt::join(input.dims, "x"), input.name));
+      usage_error(line(fmt::format("--input: the model's input '{}' ({}) is not given (--input "
+                                   "{}=FILE.npy)",
+                                   input.name, fmt::join(input.dims, "x"), input.name)));
     }
   }
   const std::map<std::string, std::string> files = output_files(output_bindings, imported);
@@ -124,7 +130,7 @@ int InferCommand::operator()() const {
   std::unique_ptr<engine::Runtime> runtime;
   status = engine::Runtime::create(imported.graph, compile, &runtime);
   if (!status.ok()) {
-    fmt::print(stderr, "tfpin infer: {}: {}\n", model, status.to_string());
+    fmt::print(stderr, "tfpin infer: {}: {}\n", shown_value(model), line(status.to_string()));
     return status.code() == engine::StatusCode::out_of_memory ||
                    status.code() == engine::StatusCode::runtime_error
                ? exit_failure
@@ -150,18 +156,24 @@ int InferCommand::operator()() const {
   status = runtime->setup(feeds, fetches);
   if (status.ok()) status = runtime->run();
   if (!status.ok()) {
-    fmt::print(stderr, "tfpin infer: {}: {}\n", model, status.to_string());
+    fmt::print(stderr, "tfpin infer: {}: {}\n", shown_value(model), line(status.to_string()));
     return exit_failure;
   }
   const auto ran_at = Clock::now();
 
   nlohmann::json written = nlohmann::json::array();
-  for (std::size_t i = 0; i < imported.outputs.size(); ++i) {
-    const auto& output = imported.outputs[i];
-    const auto file = files.find(output.name);
-    if (file == files.end()) continue;
-    write_npy(file->second, output.dims, results[i].data());
-    written.push_back({{"name", output.name}, {"dims", output.dims}, {"file", file->second}});
+  try {
+    for (std::size_t i = 0; i < imported.outputs.size(); ++i) {
+      const auto& output = imported.outputs[i];
+      const auto file = files.find(output.name);
+      if (file == files.end()) continue;
+      write_npy(file->second, output.dims, results[i].data());
+      written.push_back({{"name", output.name}, {"dims", output.dims}, {"file", file->second}});
+    }
+  } catch (const std::exception&) {
+    // All the outputs or none: a failed run leaves no file of it behind.
+    for (const auto& w : written) std::remove(w["file"].get<std::string>().c_str());
+    throw;
   }
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   if (json) {

@@ -11,7 +11,9 @@
 #include <bit>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -28,8 +30,10 @@ constexpr std::string_view magic = "\x93NUMPY";
 // Far more than any input a model takes; keeps a hostile shape from asking for the machine.
 constexpr std::int64_t max_elements = std::int64_t{1} << 34;
 
+// The file's name and what it holds (header text, keys, dtypes) escaped: one printable line.
 [[noreturn]] void bad(const std::string& what, const std::string& message) {
-  throw Error(ErrorKind::invalid_request, fmt::format("{}: {}", what, message));
+  throw Error(ErrorKind::invalid_request,
+              fmt::format("{}: {}", shown_value(what), shown_value(message, message.size())));
 }
 
 // A tiny reader of the header's dict literal: string keys, and values that are strings, True/False
@@ -231,6 +235,9 @@ engine::HostTensor parse_npy(std::string_view bytes, const std::string& what) {
 engine::HostTensor read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) bad(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  // Reading a directory opened as a file throws from inside the stream: say what it is instead.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) bad(path, "a directory, not a .npy file");
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) bad(path, "read error");
   return parse_npy(bytes, path);
@@ -265,7 +272,10 @@ void write_npy(const std::string& path, const std::vector<std::int64_t>& dims, c
   }
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();
-  if (!out) throw Error(ErrorKind::system, fmt::format("{}: write failed", path));
+  if (!out) {
+    std::remove(path.c_str());  // no partial file
+    throw Error(ErrorKind::system, fmt::format("{}: write failed", path));
+  }
 }
 
 }  // namespace tfpin::cli

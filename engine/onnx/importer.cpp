@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include "importer.hpp"
 #include "onnx/checker.h"
@@ -22,6 +23,102 @@ constexpr std::size_t batch_axis = 0;
 
 bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
+// Whether a tensor of the main graph (initializer, Constant value) keeps its data in a file.
+bool has_external_data(const onnx::GraphProto& g) {
+  const auto external = [](const onnx::TensorProto& t) {
+    return t.data_location() == onnx::TensorProto::EXTERNAL;
+  };
+  if (std::any_of(g.initializer().begin(), g.initializer().end(), external)) return true;
+  for (const auto& s : g.sparse_initializer()) {
+    if (external(s.values()) || external(s.indices())) return true;
+  }
+  for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute()) {
+      if ((a.has_t() && external(a.t())) ||
+          std::any_of(a.tensors().begin(), a.tensors().end(), external)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// ONNX 1.12's shape inference trusts the shapes it computes: a convolution's weights of a higher
+// rank than its input read past the input's dimensions, products of huge dimensions overflow (and
+// a Reshape's then divides INT64_MIN by -1), auto_pad SAME steps through a dimension one stride
+// at a time. This registry runs each operator's inference behind checks of its inputs: every
+// known shape within the importer's bounds (no negative dimension, at most 2^36 elements, as
+// every value must be anyway), a Conv's weights of its input's rank. A failed check is ONNX's
+// own InferenceError: the model is refused like any other shape inference failure.
+class CheckedSchemas final : public onnx::ISchemaRegistry {
+ public:
+  const onnx::OpSchema* GetSchema(const std::string& key, const int max_version,
+                                  const std::string& domain) const override {
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(key, max_version, domain);
+    if (schema == nullptr || !schema->has_type_and_shape_inference_function()) return schema;
+    std::unique_ptr<onnx::OpSchema>& checked = checked_[schema];
+    if (!checked) {
+      checked = std::make_unique<onnx::OpSchema>(*schema);
+      checked->TypeAndShapeInferenceFunction(
+          [infer = schema->GetTypeAndShapeInferenceFunction(), key](onnx::InferenceContext& ctx) {
+            check_inputs(ctx, key);
+            infer(ctx);
+          });
+    }
+    return checked.get();
+  }
+
+ private:
+  static const onnx::TensorShapeProto* shape(onnx::InferenceContext& ctx, std::size_t i) {
+    const onnx::TypeProto* type = i < ctx.getNumInputs() ? ctx.getInputType(i) : nullptr;
+    if (type == nullptr || !type->has_tensor_type() || !type->tensor_type().has_shape()) {
+      return nullptr;
+    }
+    return &type->tensor_type().shape();
+  }
+
+  static void check_inputs(onnx::InferenceContext& ctx, const std::string& op) {
+    for (std::size_t i = 0; i < ctx.getNumInputs(); ++i) {
+      const onnx::TensorShapeProto* s = shape(ctx, i);
+      if (s == nullptr) continue;
+      Dims known;
+      for (const auto& d : s->dim()) {
+        if (d.has_dim_value()) known.push_back(d.dim_value());
+      }
+      try {
+        checked_elements(known, fmt::format("input {}", i));
+      } catch (const ImportError& error) {
+        fail_shape_inference(error.what());
+      }
+    }
+    const onnx::TensorShapeProto* x = shape(ctx, 0);
+    const onnx::TensorShapeProto* w = shape(ctx, 1);
+    if (op == "Conv" && ctx.getAttribute("kernel_shape") == nullptr && x != nullptr &&
+        w != nullptr && x->dim_size() != w->dim_size()) {
+      fail_shape_inference("the weights have rank ", w->dim_size(), ", the input ", x->dim_size());
+    }
+    // auto_pad SAME: ONNX counts the strides that fit in each spatial dimension one by one.
+    const onnx::AttributeProto* auto_pad = ctx.getAttribute("auto_pad");
+    const onnx::AttributeProto* strides = ctx.getAttribute("strides");
+    if (x == nullptr || auto_pad == nullptr || strides == nullptr ||
+        (auto_pad->s() != "SAME_UPPER" && auto_pad->s() != "SAME_LOWER")) {
+      return;
+    }
+    for (int i = 0; i < strides->ints_size() && i + 2 < x->dim_size(); ++i) {
+      const std::int64_t stride = strides->ints(i);
+      const auto& d = x->dim(i + 2);
+      if (stride > 1 && d.has_dim_value() && d.dim_value() / stride > (std::int64_t{1} << 26)) {
+        fail_shape_inference("auto_pad ", auto_pad->s(), " over dimension ", i + 2, " of ",
+                             d.dim_value(), " with stride ", stride,
+                             ": more than the 2^26 strides the importer lets ONNX's shape "
+                             "inference count one by one");
+      }
+    }
+  }
+
+  mutable std::map<const onnx::OpSchema*, std::unique_ptr<onnx::OpSchema>> checked_;
+};
+
 // Dims of a fully known tensor type; nullopt when any dimension (or the rank) is unknown.
 std::optional<Dims> known_dims(const onnx::TypeProto& type) {
   if (!type.has_tensor_type() || !type.tensor_type().has_shape()) return std::nullopt;
@@ -36,8 +133,11 @@ std::optional<Dims> known_dims(const onnx::TypeProto& type) {
 }  // namespace
 
 Importer::Importer(const onnx::ModelProto& model, const OnnxImportOptions& options,
-                   std::string model_dir)
-    : model_(model), options_(options), model_dir_(std::move(model_dir)) {}
+                   std::string model_path)
+    : model_(model),
+      options_(options),
+      model_path_(std::move(model_path)),
+      model_dir_(std::filesystem::path(model_path_).parent_path().string()) {}
 
 std::string Importer::where() const {
   if (node_ == nullptr) return "model";
@@ -402,7 +502,8 @@ void Importer::infer_shapes() {
   try {
     onnx::ShapeInferenceOptions options(/*check_type=*/false, /*strict_mode=*/1,
                                         /*data_prop=*/false);
-    onnx::shape_inference::InferShapes(shaped_, onnx::OpSchemaRegistry::Instance(), options);
+    const CheckedSchemas schemas;
+    onnx::shape_inference::InferShapes(shaped_, &schemas, options);
   } catch (const std::exception& error) {
     throw ImportError(StatusCode::invalid_argument,
                       fmt::format("ONNX shape inference failed: {}", error.what()));
@@ -434,20 +535,37 @@ void Importer::run(ImportedModel* out) {
       unsupported(fmt::format("operator {} is not supported (supported: {})", n.op_type(),
                               fmt::join(converter_names(), ", ")));
     }
+    // ONNX's shape inference (convolution, pooling) divides by these unchecked: a zero stride
+    // would end the process with SIGFPE. The converters check them too, after it.
+    for (const auto& a : n.attribute()) {
+      if ((a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape") &&
+          std::any_of(a.ints().begin(), a.ints().end(), [](std::int64_t x) { return x < 1; })) {
+        invalid(fmt::format("{} [{}] must be at least 1", a.name(), fmt::join(a.ints(), ", ")));
+      }
+    }
   }
   node_ = nullptr;
   if (opset_ == 0) {
     throw ImportError(StatusCode::invalid_argument,
                       "the model imports no opset of the default (ai.onnx) domain");
   }
+  // The importer's own checks of the initializers first (sizes, types, external data that must
+  // stay in the model's folder): their messages say more than the checker's about the same
+  // problems, and the checker multiplies huge dimensions without an overflow check.
+  load_initializers();
   try {
-    onnx::checker::check_model(model_);
+    // check_model(ModelProto) looks for external data files relative to the current directory;
+    // check_model(path) relative to the model's folder (it parses the file again: only then).
+    if (has_external_data(model_.graph())) {
+      onnx::checker::check_model(model_path_);
+    } else {
+      onnx::checker::check_model(model_);
+    }
   } catch (const std::exception& error) {
     throw ImportError(StatusCode::invalid_argument,
                       fmt::format("ONNX's checker refuses the model: {}", error.what()));
   }
   shaped_ = model_;
-  load_initializers();
   bind_inputs();
   infer_shapes();
 
@@ -548,7 +666,7 @@ Status import_onnx(const std::string& path, const OnnxImportOptions& options,
       return {StatusCode::invalid_argument, fmt::format("{}: an ONNX model without a graph", path)};
     }
     ImportedModel result;
-    Importer importer(proto, options, std::filesystem::path(path).parent_path().string());
+    Importer importer(proto, options, path);
     importer.run(&result);
     *model = std::move(result);
     return {};

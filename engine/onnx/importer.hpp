@@ -54,12 +54,14 @@ struct ValueState {
 
 class Importer {
  public:
-  Importer(const onnx::ModelProto& model, const OnnxImportOptions& options, std::string model_dir);
+  Importer(const onnx::ModelProto& model, const OnnxImportOptions& options, std::string model_path);
   void run(ImportedModel* out);
 
   // For the converters.
   const onnx::NodeProto& node() const { return *node_; }
   std::int64_t opset() const { return opset_; }
+  // The folder external data is relative to.
+  const std::string& model_dir() const { return model_dir_; }
   Graph& graph() { return graph_; }
   [[nodiscard]] std::string where() const;  // "node 'conv1' (Conv, opset 13)"
   [[noreturn]] void unsupported(const std::string& what) const;
@@ -107,6 +109,7 @@ class Importer {
   const onnx::ModelProto& model_;
   onnx::ModelProto shaped_;  // the model with bound inputs and inferred shapes
   const OnnxImportOptions& options_;
+  std::string model_path_;
   std::string model_dir_;
   std::int64_t opset_ = 0;
   Graph graph_;

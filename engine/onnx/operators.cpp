@@ -270,8 +270,9 @@ void pool(Importer& im, bool max) {
     if (im.int_attribute("storage_order", 0) != 0) im.unsupported("storage_order=1");
     im.only_first_output();  // Indices
   } else {
-    im.known_attributes({"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads",
-                         "strides"});
+    // dilations: opset 19
+    im.known_attributes({"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape",
+                         "pads", "strides"});
   }
   const ValueState& x = im.input(0);
   expect_rank4(im, x, "pooling");
@@ -495,7 +496,7 @@ void convert_constant(Importer& im) {
                        "sparse_value", "value_string", "value_strings"});
   ConstantData c;
   if (const auto* a = im.attribute("value")) {
-    c = read_tensor(a->t(), "", fmt::format("{}: value", im.where()));
+    c = read_tensor(a->t(), im.model_dir(), fmt::format("{}: value", im.where()));
   } else if (const auto* f = im.attribute("value_float")) {
     c.floats = {f->f()};
   } else if (const auto* fs = im.attribute("value_floats")) {
