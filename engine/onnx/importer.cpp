@@ -374,17 +374,14 @@ void Importer::bind_inputs() {
     if (value != nullptr && value->integer != integer_type) {
       throw ImportError(StatusCode::invalid_argument,
                         fmt::format("{} is {}, but the given array is {}", what,
-                                    onnx::TensorProto_DataType_Name(
-                                        static_cast<onnx::TensorProto_DataType>(elem_type)),
+                                    data_type_name(elem_type),
                                     value->integer ? "integer" : "float32"));
     }
     // Integer inputs (shapes, axes, pads, flags) are accepted when given: they are constants then.
     if (elem_type != onnx::TensorProto::FLOAT && !(integer_type && value != nullptr)) {
       throw ImportError(StatusCode::unsupported,
                         fmt::format("{} is {}; the engine computes in float32", what,
-                                    onnx::TensorProto_DataType_Name(
-                                        static_cast<onnx::TensorProto_DataType>(
-                                            tensor_type->elem_type()))));
+                                    data_type_name(tensor_type->elem_type())));
     }
     if (!tensor_type->has_shape()) {
       throw ImportError(StatusCode::invalid_argument, what + " has no shape (not even a rank)");

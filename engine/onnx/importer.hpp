@@ -127,6 +127,8 @@ std::vector<std::string> converter_names();
 
 // Reads a TensorProto's contents: float (1) and int64 (7), raw or typed fields, or external data
 // inside model_dir. `what` names it in errors.
+// "FLOAT", "DOUBLE", ... or "data type N" for a value ONNX does not define.
+std::string data_type_name(int type);
 ConstantData read_tensor(const onnx::TensorProto& tensor, const std::string& model_dir,
                          const std::string& what);
 // Checks ONNX dims: none negative, element count representable. Throws invalid_argument.

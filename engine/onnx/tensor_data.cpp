@@ -29,12 +29,6 @@ constexpr std::int64_t max_elements = std::int64_t{1} << 36;
   throw ImportError(StatusCode::invalid_argument, message);
 }
 
-std::string data_type_name(int type) {
-  const auto* descriptor = onnx::TensorProto_DataType_descriptor();
-  const auto* value = descriptor->FindValueByNumber(type);
-  return value != nullptr ? value->name() : fmt::format("type {}", type);
-}
-
 // The external file's bytes [offset, offset + length) for `what`.
 std::string read_external(const onnx::TensorProto& tensor, const std::string& model_dir,
                           const std::string& what, std::uint64_t expected_bytes) {
@@ -119,6 +113,12 @@ std::vector<T> from_bytes(const std::string& bytes) {
 }
 
 }  // namespace
+
+// Without descriptors: Debian unstable's libonnx is built on protobuf-lite, which has none.
+std::string data_type_name(int type) {
+  if (!onnx::TensorProto_DataType_IsValid(type)) return fmt::format("data type {}", type);
+  return onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(type));
+}
 
 std::int64_t ConstantData::elements() const {
   std::int64_t n = 1;
