@@ -2,6 +2,7 @@
 """torchvision classification networks (random initialisation, eval mode) exported to ONNX by
 Debian's PyTorch, run by the real `tfpin infer` on several thread layouts, compared output for
 output with PyTorch's own forward pass."""
+import inspect
 import json
 import os
 import subprocess
@@ -52,8 +53,11 @@ def export(name, side, folder):
     with torch.no_grad():
         expected = model(x).numpy()
     path = folder / f"{name}.onnx"
+    # The TorchScript exporter: newer PyTorch defaults to the dynamo one, which needs onnxscript.
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     torch.onnx.export(model, x, str(path), input_names=["images"], output_names=["logits"],
-                      dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}}, opset_version=13)
+                      dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}}, opset_version=13,
+                      **legacy)
     np.save(folder / f"{name}-in.npy", x.numpy())
     return path, expected
 
