@@ -674,6 +674,4 @@ Status import_onnx(const std::string& path, const OnnxImportOptions& options,
   }
 }
 
-std::vector<std::string> onnx_supported_operators() { return onnx_import::converter_names(); }
-
 }  // namespace tfpin::engine

@@ -12,11 +12,7 @@ static Status infer_batch_norm(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 5, 5, "5 (input, scale, shift, mean, variance)"));
   Node& n = node_of(ir, node);
   const Value& x = value_of(ir, n.inputs[0]);
-  if (x.dims.size() != 4 && x.dims.size() != 2) {
-    return graph_error(
-        ir, node,
-        fmt::format("input '{}' has dimensions {}, expected 4 or 2", x.name, dims_string(x.dims)));
-  }
+  TFPIN_TRY(expect_image_or_matrix(ir, node, 0, "input"));
   const char* roles[] = {"scale", "shift", "mean", "variance"};
   for (int k = 1; k < 5; ++k) {
     TFPIN_TRY(expect_constant(ir, node, k, roles[k - 1]));

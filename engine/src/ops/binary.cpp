@@ -19,11 +19,7 @@ static Status infer_binary(Ir& ir, int node, Dims& out) {
                                    "operands, or fold the operation)",
                                    a.name, dims_string(a.dims)));
   }
-  if (a.dims.size() != 4 && a.dims.size() != 2) {
-    return graph_error(
-        ir, node,
-        fmt::format("a '{}' has dimensions {}, expected 4 or 2", a.name, dims_string(a.dims)));
-  }
+  TFPIN_TRY(expect_image_or_matrix(ir, node, 0, "a"));
   bool broadcasts = b.dims.size() <= a.dims.size();
   const std::size_t offset = broadcasts ? a.dims.size() - b.dims.size() : 0;
   for (std::size_t d = 0; broadcasts && d < b.dims.size(); ++d) {

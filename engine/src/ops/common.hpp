@@ -33,6 +33,17 @@ inline Status expect_rank(Ir& ir, int node, int input, std::size_t rank, const c
   return {};
 }
 
+// An image (N, C, H, W) or a matrix (N, C): what the elementwise operators take.
+inline Status expect_image_or_matrix(Ir& ir, int node, int input, const char* role) {
+  const Value& v = value_of(ir, node_of(ir, node).inputs[static_cast<std::size_t>(input)]);
+  if (v.dims.size() != 4 && v.dims.size() != 2) {
+    return graph_error(ir, node,
+                       fmt::format("{} '{}' has dimensions {}, expected 4 or 2", role, v.name,
+                                   dims_string(v.dims)));
+  }
+  return {};
+}
+
 inline Status expect_constant(Ir& ir, int node, int input, const char* role) {
   const Value& v = value_of(ir, node_of(ir, node).inputs[static_cast<std::size_t>(input)]);
   if (v.kind != ValueKind::constant) {

@@ -31,11 +31,7 @@ static Status infer_eltwise(Ir& ir, int node, Dims& out) {
   TFPIN_TRY(expect_inputs(ir, node, 1, 1, "1"));
   Node& n = node_of(ir, node);
   const Value& x = value_of(ir, n.inputs[0]);
-  if (x.dims.size() != 4 && x.dims.size() != 2) {
-    return graph_error(
-        ir, node,
-        fmt::format("input '{}' has dimensions {}, expected 4 or 2", x.name, dims_string(x.dims)));
-  }
+  TFPIN_TRY(expect_image_or_matrix(ir, node, 0, "input"));
   if (x.kind == ValueKind::constant) {
     return graph_error(ir, node,
                        fmt::format("input '{}' is a constant: fold the activation into it "

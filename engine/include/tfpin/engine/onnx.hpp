@@ -71,7 +71,4 @@ struct ImportedModel {
 // shapes), unsupported (an operator, attribute or type the engine cannot compute exactly).
 Status import_onnx(const std::string& path, const OnnxImportOptions& options, ImportedModel* model);
 
-// The operators import_onnx maps, for messages and documentation ("Add, AveragePool, ...").
-std::vector<std::string> onnx_supported_operators();
-
 }  // namespace tfpin::engine
