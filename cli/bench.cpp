@@ -101,22 +101,25 @@ ModelChoice model_option(const std::string& text) {
 #ifdef TFPIN_HAVE_ONNX
     std::ifstream file(text, std::ios::binary);
     if (!file || std::filesystem::is_directory(text)) {
-      usage_error(fmt::format("--model={}: cannot read the ONNX file ({}) (valid: a model of the "
-                              "zoo, or a readable .onnx file)",
-                              shown_value(text), std::strerror(errno)));
+      usage_error(
+          fmt::format("--model={}: cannot read the ONNX file ({}) (valid: a model of the "
+                      "zoo, or a readable .onnx file)",
+                      shown_value(text), std::strerror(errno)));
     }
     return {std::nullopt, text};
 #else
-    usage_error(fmt::format("--model={}: this tfpin was built without ONNX import (libonnx-dev "
-                            "was not found at build time) (valid: {})",
-                            shown_value(text), fmt::join(engine::model_names(), ", ")));
+    usage_error(
+        fmt::format("--model={}: this tfpin was built without ONNX import (libonnx-dev "
+                    "was not found at build time) (valid: {})",
+                    shown_value(text), fmt::join(engine::model_names(), ", ")));
 #endif
   }
   const auto model = engine::parse_model(text);
   if (!model) {
-    usage_error(fmt::format("--model={} is not a model of the zoo (valid: {}) nor an ONNX file "
-                            "(a name ending in .onnx)",
-                            shown_value(text), fmt::join(engine::model_names(), ", ")));
+    usage_error(
+        fmt::format("--model={} is not a model of the zoo (valid: {}) nor an ONNX file "
+                    "(a name ending in .onnx)",
+                    shown_value(text), fmt::join(engine::model_names(), ", ")));
   }
   return {*model, {}};
 }
@@ -137,9 +140,10 @@ engine::Graph workload_graph(const ModelChoice& model, unsigned batch, engine::L
                             shown_value(status.message(), status.message().size())));
   }
   if (imported.inputs.size() != 1 || imported.outputs.size() != 1) {
-    usage_error(fmt::format("--model={}: bench feeds one input (synthetic images) and reads one "
-                            "output, but the model has {} input(s) and {} output(s)",
-                            model.onnx, imported.inputs.size(), imported.outputs.size()));
+    usage_error(
+        fmt::format("--model={}: bench feeds one input (synthetic images) and reads one "
+                    "output, but the model has {} input(s) and {} output(s)",
+                    model.onnx, imported.inputs.size(), imported.outputs.size()));
   }
   return std::move(imported.graph);
 #else
@@ -216,6 +220,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
                 "compile without batch-norm folding and post-op fusion (for comparison)");
   sub->add_flag("--no_winograd", bench.no_winograd,
                 "direct convolutions only (default: Winograd where oneDNN finds it faster)");
+  sub->add_flag("--no_elastic_threads", bench.no_elastic_threads,
+                "every step on its lane's threads (default: steps nothing can run beside use "
+                "every lane's cores, small ones one thread)");
   sub->add_flag("--any_layouts", bench.any_layouts,
                 "let oneDNN choose convolution layouts (default: blocked nChw16c)");
   sub->add_flag("-v,--verbose", bench.verbose,
@@ -245,9 +252,9 @@ VariableUpdate variable_update_option(const std::string& text) {
   if (text == "replicated") return VariableUpdate::replicated;
   if (text == "horovod") return VariableUpdate::horovod;
   if (text == "independent") return VariableUpdate::independent;
-  usage_error(fmt::format(
-      "--variable_update={} is not supported (valid: replicated, horovod, independent)",
-      shown_value(text)));
+  usage_error(
+      fmt::format("--variable_update={} is not supported (valid: replicated, horovod, independent)",
+                  shown_value(text)));
 }
 
 BenchSettings check_flags(const BenchCommand& bench) {
@@ -269,7 +276,8 @@ BenchSettings check_flags(const BenchCommand& bench) {
   settings.threads = resolve_threads(request, process_getenv);
   settings.update = variable_update_option(bench.variable_update);
   settings.fusion_threshold_bytes =
-      std::uint64_t{parse_non_negative("--fusion_threshold_mb", bench.fusion_threshold_mb, 1u << 20)}
+      std::uint64_t{
+          parse_non_negative("--fusion_threshold_mb", bench.fusion_threshold_mb, 1u << 20)}
       << 20;
   settings.stall_seconds = parse_non_negative("--stall_timeout", bench.stall_timeout, 1000000);
   return settings;
@@ -336,6 +344,7 @@ engine::CompileOptions compile_options(const BenchCommand& bench, const BenchSet
   options.lane_cpus = settings.threads.lane_cpus;
   options.fusion = !bench.no_fusion;
   options.winograd = !bench.no_winograd;
+  options.elastic_threads = !bench.no_elastic_threads;
   options.blocked_layouts = !bench.any_layouts;
   options.trace = !bench.trace_file.empty();
   if (!bench.workload.forward_only) {
@@ -391,7 +400,7 @@ engine::Status bind_feed(engine::Runtime& runtime, bool training, unsigned batch
 
 struct Timing {
   std::vector<double> step_seconds;
-  double seconds = 0;         // the whole timed loop
+  double seconds = 0;          // the whole timed loop
   std::vector<double> losses;  // per timed step: the mean over the ranks
   double reduce_seconds = 0;   // summed over the timed steps
   double exposed_seconds = 0;
@@ -399,8 +408,8 @@ struct Timing {
 
 // Warm-up, then the timed steps with tf_cnn_benchmarks' running report (rank 0 prints). A failed
 // step ends the job.
-Timing run_steps(engine::Runtime& runtime, const BenchCommand& bench,
-                 const BenchSettings& settings, Ranks& ranks) {
+Timing run_steps(engine::Runtime& runtime, const BenchCommand& bench, const BenchSettings& settings,
+                 Ranks& ranks) {
   using Clock = std::chrono::steady_clock;
   const bool forward_only = bench.workload.forward_only;
   const bool printing = ranks.rank() == 0 && !bench.json;
@@ -504,6 +513,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
   j["cpus_allowed"] = places.at(0).cpus_allowed;
   j["fusion"] = !bench.no_fusion;
   j["winograd"] = !bench.no_winograd;
+  j["elastic_threads"] = !bench.no_elastic_threads;
   j["onednn"] = {{"version", engine::onednn_runtime_version().text()},
                  {"built_with", engine::onednn_build_version().text()},
                  {"runtime", engine::onednn_runtime_version().runtime},
@@ -516,6 +526,8 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
                  {"scratchpad_bytes_per_lane", report.scratchpad_bytes}};
   j["compile"] = {{"steps", report.steps},
                   {"reorders", report.reorders},
+                  {"wide_steps", report.wide_steps},
+                  {"narrow_steps", report.narrow_steps},
                   {"folded_batch_norms", report.folded_batch_norms},
                   {"fused_relus", report.fused_relus},
                   {"fused_adds", report.fused_adds},
@@ -547,8 +559,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
         {"seconds_per_step", reduce},
         {"exposed_seconds_per_step", outcome.exposed_seconds_per_step},
         {"hidden_fraction",
-         reduce > 0 ? std::clamp(1.0 - outcome.exposed_seconds_per_step / reduce, 0.0, 1.0)
-                    : 1.0}};
+         reduce > 0 ? std::clamp(1.0 - outcome.exposed_seconds_per_step / reduce, 0.0, 1.0) : 1.0}};
   }
   return j;
 }
@@ -560,11 +571,11 @@ void print_text_report(const BenchSettings& settings, bool forward_only,
   fmt::print("----------------------------------------------------------------\n");
   fmt::print(
       "GFLOP/image: {:.2f}{}, GFLOP/s: {:.1f}; memory: activations {} (peak after reuse, "
-      "{} without), weights {}; {} steps, {} reorders\n",
+      "{} without), weights {}; {} steps, {} reorders, {} wide and {} narrow steps\n",
       outcome.flops_per_image / 1e9, forward_only ? "" : " (3x forward)",
       outcome.flops_per_image * outcome.images_per_sec / 1e9, bytes_string(report.arena_bytes),
       bytes_string(report.activation_bytes), bytes_string(report.weight_bytes), report.steps,
-      report.reorders);
+      report.reorders, report.wide_steps, report.narrow_steps);
   if (settings.over_mpi()) {
     fmt::print("per rank images/sec: {:.2f}\n", fmt::join(outcome.rank_images_per_sec, ", "));
   }
@@ -706,6 +717,7 @@ int BenchCommand::operator()() const {
          fmt::format("variable_update={}", variable_update),
          fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20),
          fmt::format("no_fusion={}", no_fusion), fmt::format("no_winograd={}", no_winograd),
+         fmt::format("no_elastic_threads={}", no_elastic_threads),
          fmt::format("any_layouts={}", any_layouts),
          fmt::format("oneDNN={}", engine::onednn_runtime_version().text()),
          fmt::format("gradient_buckets={}", report.gradient_buckets),
@@ -758,8 +770,7 @@ int BenchCommand::operator()() const {
 
   if (printing) {
     if (json) {
-      fmt::print("{}\n",
-                 json_text(json_report(*this, settings, places, report, timing, outcome)));
+      fmt::print("{}\n", json_text(json_report(*this, settings, places, report, timing, outcome)));
     } else {
       print_text_report(settings, forward_only, report, outcome);
     }

@@ -41,6 +41,7 @@ struct BenchCommand {
   bool json = false;
   bool no_fusion = false;
   bool no_winograd = false;
+  bool no_elastic_threads = false;
   bool any_layouts = false;
   bool verbose = false;
   int operator()() const;

@@ -37,6 +37,8 @@ struct CompiledGraph {
   std::unique_ptr<GradientExchange> exchange;  // data parallel only
   std::vector<std::vector<int>> successors;  // by step
   std::vector<int> predecessor_counts;       // by step
+  std::vector<double> ranks;                 // by step: critical-path priority (schedule.hpp)
+  unsigned max_step_threads = 1;             // the widest step's OpenMP threads
   AlignedBytes arena;
   std::uint64_t scratchpad_bytes = 0;  // the largest step's; each lane brings its own
   // Memory objects of every step argument; the input and output ones get their handle at setup.

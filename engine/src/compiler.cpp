@@ -11,6 +11,7 @@
 #include "compiled_graph.hpp"
 #include "memory_planner.hpp"
 #include "op_registry.hpp"
+#include "schedule.hpp"
 
 namespace tfpin::engine::detail {
 
@@ -32,55 +33,6 @@ std::uint64_t physical_memory() {
   long size = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || size <= 0) return ~std::uint64_t{0};
   return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(size);
-}
-
-// Restores the calling thread's OpenMP team size when compilation ends.
-class OmpThreads {
- public:
-  explicit OmpThreads(int n) : saved_(omp_get_max_threads()) { omp_set_num_threads(n); }
-  ~OmpThreads() { omp_set_num_threads(saved_); }
-  OmpThreads(const OmpThreads&) = delete;
-  OmpThreads& operator=(const OmpThreads&) = delete;
-
- private:
-  int saved_;
-};
-
-// Live nodes in a topological order that also respects sum post-ops (a fused residual add makes the
-// convolution depend on the residual's producer, which the builder may have created later), staying
-// as close to the builder's order as possible.
-std::vector<int> lowering_order(const Ir& ir) {
-  const std::size_t n = ir.nodes.size();
-  std::vector<int> indegree(n, 0);
-  std::vector<std::vector<int>> users(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    const Node& node = ir.nodes[i];
-    if (node.dead) continue;
-    auto depend = [&](int value) {
-      int p = ir.values[static_cast<std::size_t>(value)].producer;
-      if (p < 0) return;
-      users[static_cast<std::size_t>(p)].push_back(static_cast<int>(i));
-      ++indegree[i];
-    };
-    for (int in : node.inputs) depend(in);
-    for (const PostOp& post : node.post_ops) {
-      if (post.kind == PostOp::Kind::sum) depend(post.value);
-    }
-  }
-  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!ir.nodes[i].dead && indegree[i] == 0) ready.push(static_cast<int>(i));
-  }
-  std::vector<int> order;
-  while (!ready.empty()) {
-    int i = ready.top();
-    ready.pop();
-    order.push_back(i);
-    for (int u : users[static_cast<std::size_t>(i)]) {
-      if (--indegree[static_cast<std::size_t>(u)] == 0) ready.push(u);
-    }
-  }
-  return order;
 }
 
 }  // namespace
@@ -193,8 +145,9 @@ void CompiledGraph::lower(const Graph& graph) {
   if (options.training) check_trainable(ir);
   run_passes(ir, options, report);
 
-  OmpThreads omp_threads(static_cast<int>(options.intra));
+  const ScopedOmpThreads lane_threads(options.intra);
   Lowering lowering(ir, engine, options, report);
+  lowering.step_threads = options.intra;
   if (options.training && options.training->data_parallel) {
     exchange = std::make_unique<GradientExchange>(*options.training->data_parallel);
     lowering.exchange = exchange.get();
@@ -215,8 +168,26 @@ void CompiledGraph::lower(const Graph& graph) {
         add_io_buffer(lowering, BufferKind::input, {"labels", {batch}, Layout::nc},
                       static_cast<std::uint64_t>(batch) * sizeof(float), inputs);
   }
-  const std::vector<int> order = lowering_order(ir);
-  for (int node : order) lower_node(lowering, node);
+  const std::vector<int> order = topological_order(ir);
+  const std::vector<unsigned> threads = node_threads(ir, order, options);
+  for (int node : order) {
+    const std::size_t first = lowering.steps.size();
+    const auto n = static_cast<std::size_t>(node);
+    lowering.step_threads = threads[n];
+    {
+      const ScopedOmpThreads node_threads_scope(threads[n]);
+      lower_node(lowering, node);
+    }
+    lowering.step_threads = options.intra;
+    // The node's computation is its first step that is not an input's reorder.
+    for (std::size_t k = first; k < lowering.steps.size(); ++k) {
+      if (lowering.steps[k].op == "reorder") continue;
+      lowering.steps[k].flops = node_cost(ir, node).flops;
+      break;
+    }
+    if (threads[n] > options.intra) ++report.wide_steps;
+    if (threads[n] < options.intra) ++report.narrow_steps;
+  }
   if (options.training) lower_backward(lowering, order);
   for (const auto& [v, def] : ir.outputs) {
     const Value& value = ir.values[static_cast<std::size_t>(v)];
@@ -242,6 +213,7 @@ void CompiledGraph::lower(const Graph& graph) {
   buffers = std::move(lowering.buffers);
   steps = std::move(lowering.steps);
   report.steps = static_cast<int>(steps.size());
+  for (const Step& step : steps) max_step_threads = std::max(max_step_threads, step.threads);
 }
 
 void CompiledGraph::build_dependencies() {
@@ -276,6 +248,7 @@ void CompiledGraph::build_dependencies() {
     predecessor_counts[s] = static_cast<int>(deps[s].size());
     for (int d : deps[s]) successors[static_cast<std::size_t>(d)].push_back(self);
   }
+  ranks = critical_path_ranks(steps, successors);
 }
 
 void CompiledGraph::place_buffers() {

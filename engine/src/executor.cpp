@@ -39,7 +39,7 @@ bool pin_current_thread(const std::vector<unsigned>& cpus, std::string* error) {
   return true;
 }
 
-Executor::Executor(CompiledGraph& graph) : graph_(graph) {}
+Executor::Executor(CompiledGraph& graph) : graph_(graph), ready_(LowerRank{&graph.ranks}) {}
 
 Executor::~Executor() {
   {
@@ -98,7 +98,7 @@ Status Executor::run() {
     lanes_finished_ = 0;
     pending_ = graph_.predecessor_counts;
     remaining_ = graph_.steps.size();
-    ready_ = {};
+    ready_ = decltype(ready_)(LowerRank{&graph_.ranks});
     for (std::size_t s = 0; s < graph_.steps.size(); ++s) {
       if (pending_[s] == 0) ready_.push(static_cast<int>(s));
     }
@@ -125,6 +125,10 @@ void Executor::execute(Lane& lane, int index, std::uint64_t run) {
   const auto i = static_cast<std::size_t>(index);
   Step& step = graph_.steps[i];
   const auto start = Clock::now();
+  const unsigned intra = graph_.options.intra;
+  // The team size the primitive was created for (reorders and simple kernels size their parallel
+  // region by it when they run).
+  if (step.threads != intra) omp_set_num_threads(static_cast<int>(step.threads));
   try {
     if (step.kernel) {
       step.kernel(KernelCall{graph_.kernel_data[i], run});
@@ -138,13 +142,16 @@ void Executor::execute(Lane& lane, int index, std::uint64_t run) {
       lane.stream.wait();
     }
   } catch (const std::exception& e) {
+    if (step.threads != intra) omp_set_num_threads(static_cast<int>(intra));
     fail(fmt::format("step '{}' ({}) failed on lane {}: {}", step.name, step.op, lane.index,
                      e.what()));
     return;
   } catch (...) {
+    if (step.threads != intra) omp_set_num_threads(static_cast<int>(intra));
     fail(fmt::format("step '{}' ({}) failed on lane {}", step.name, step.op, lane.index));
     return;
   }
+  if (step.threads != intra) omp_set_num_threads(static_cast<int>(intra));
   if (graph_.options.trace) {
     const auto end = Clock::now();
     TraceEvent event;
@@ -152,6 +159,7 @@ void Executor::execute(Lane& lane, int index, std::uint64_t run) {
     event.op = step.op;
     event.lane = lane.index;
     event.thread = lane.tid;
+    event.threads = step.threads;
     event.run = run;
     event.start_us = std::chrono::duration<double, std::micro>(start - epoch_).count();
     event.duration_us = std::chrono::duration<double, std::micro>(end - start).count();
@@ -171,13 +179,25 @@ std::string Executor::prepare_lane_thread(Lane& lane) {
   if (lane.cpus.empty()) return {};
   std::string error;
   if (!pin_current_thread(lane.cpus, &error)) return error;
-  // One OpenMP thread per core of the lane: the team is created here (workers inherit the lane's
-  // cpus) and each member pins itself; libgomp keeps this team for the lane's later regions.
-  std::vector<std::string> errors(static_cast<std::size_t>(intra));
-#pragma omp parallel num_threads(intra)
+  // One OpenMP thread per core: the team is created here and each member pins itself; libgomp
+  // keeps the team for the lane's later regions, member k on the same pool thread. The first
+  // `intra` members are the lane's cores; a wide step's further members take the other lanes'
+  // cores, idle while it runs.
+  std::vector<unsigned> other_cpus;
+  for (const auto& cpus : graph_.options.lane_cpus) {
+    if (&cpus == &graph_.options.lane_cpus[lane.index]) continue;
+    other_cpus.insert(other_cpus.end(), cpus.begin(), cpus.end());
+  }
+  const int team = std::max(intra, static_cast<int>(graph_.max_step_threads));
+  std::vector<std::string> errors(static_cast<std::size_t>(team));
+#pragma omp parallel num_threads(team)
   {
     const auto member = static_cast<std::size_t>(omp_get_thread_num());
-    pin_current_thread({lane.cpus[member % lane.cpus.size()]}, &errors[member]);
+    const auto width = static_cast<std::size_t>(intra);
+    const unsigned cpu = member < width || other_cpus.empty()
+                             ? lane.cpus[member % lane.cpus.size()]
+                             : other_cpus[(member - width) % other_cpus.size()];
+    pin_current_thread({cpu}, &errors[member]);
   }
   for (const std::string& e : errors) {
     if (!e.empty()) return e;

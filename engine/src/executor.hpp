@@ -1,6 +1,8 @@
 // The executor: M inter-op lanes, each a thread pinned to its lane's cores with its own OpenMP
-// team, oneDNN stream and scratchpad, running the compiled steps as their inputs become ready. The
-// first failure of a run is kept (later ones are its consequences) and the run stops.
+// team, oneDNN stream and scratchpad, running the compiled steps as their inputs become ready,
+// the step on the longest remaining path first. A wide step (schedule.hpp) runs on a team that
+// spans every lane's cores: nothing else can run beside it. The first failure of a run is kept
+// (later ones are its consequences) and the run stops.
 #pragma once
 
 #include <atomic>
@@ -76,7 +78,17 @@ class Executor {
   unsigned lanes_started_ = 0;
   unsigned lanes_finished_ = 0;
   std::string start_error_;
-  std::priority_queue<int, std::vector<int>, std::greater<>> ready_;  // lowest step first
+  // Ready steps, the highest critical-path rank first (the longest remaining chain starts early);
+  // ties go to the earlier step.
+  struct LowerRank {
+    const std::vector<double>* ranks;
+    bool operator()(int a, int b) const {
+      const double ra = (*ranks)[static_cast<std::size_t>(a)];
+      const double rb = (*ranks)[static_cast<std::size_t>(b)];
+      return ra != rb ? ra < rb : a > b;
+    }
+  };
+  std::priority_queue<int, std::vector<int>, LowerRank> ready_;
   std::vector<int> pending_;  // per step: predecessors not yet done in this run
   std::size_t remaining_ = 0;
   std::atomic<bool> failed_ = false;

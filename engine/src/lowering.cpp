@@ -1,6 +1,7 @@
 #include "lowering.hpp"
 
 #include <fmt/format.h>
+#include <omp.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -34,7 +35,8 @@ bool is_plain(const md_t& md) {
 std::string md_string(const md_t& md) {
   const onednn::Blocking b = onednn::blocking_of(md);
   std::string dims;
-  for (std::size_t i = 0; i < b.dims.size(); ++i) dims += fmt::format("{}{}", i ? "x" : "", b.dims[i]);
+  for (std::size_t i = 0; i < b.dims.size(); ++i)
+    dims += fmt::format("{}{}", i ? "x" : "", b.dims[i]);
   if (!b.blocked) return fmt::format("{} {}", b.any ? "any" : "?", dims);
   std::vector<int> order(b.dims.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
@@ -179,15 +181,27 @@ std::string Lowering::op_label(const Node& node) const {
   return label;
 }
 
+ScopedOmpThreads::ScopedOmpThreads(unsigned threads) : saved_(omp_get_max_threads()) {
+  omp_set_num_threads(static_cast<int>(std::max(1u, threads)));
+}
+
+ScopedOmpThreads::~ScopedOmpThreads() { omp_set_num_threads(saved_); }
+
 void Lowering::add_step(Step step, const dnnl::primitive_desc_base& pd) {
   step.scratchpad_bytes = pd.scratchpad_desc().get_size();
   const char* impl = pd.impl_info_str();
   step.impl = impl != nullptr ? impl : "";
+  step.bytes = 0;
+  for (const Arg& a : step.args) step.bytes += a.md.get_size();
+  if (step.threads == 0) step.threads = step_threads;
   steps.push_back(std::move(step));
 }
 
 void Lowering::add_reorder(const std::string& name, int src_buffer, const md_t& src_md,
                            int dst_buffer, const md_t& dst_md) {
+  // A reorder of a value for a wide node may run beside other nodes of the lane's width (it
+  // depends on the value's producer only): always the lane's threads.
+  const ScopedOmpThreads lane_threads(options.intra);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::reorder::primitive_desc pd(engine, src_md, engine, dst_md, attr);
@@ -197,6 +211,7 @@ void Lowering::add_reorder(const std::string& name, int src_buffer, const md_t& 
   step.primitive = dnnl::reorder(pd);
   step.args.push_back(Arg::in(DNNL_ARG_SRC, src_buffer, src_md));
   step.args.push_back(Arg::out(DNNL_ARG_DST, dst_buffer, dst_md));
+  step.threads = std::max(1u, options.intra);
   add_step(std::move(step), pd);
   ++report.reorders;
 }

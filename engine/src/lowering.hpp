@@ -30,6 +30,19 @@ using AlignedBytes = std::unique_ptr<std::byte, AlignedFree>;
 // the allocation fails.
 AlignedBytes allocate_aligned(std::uint64_t bytes);
 
+// Sets the calling thread's OpenMP team size (oneDNN sizes a primitive's parallelism when it is
+// created) and restores it when the scope ends.
+class ScopedOmpThreads {
+ public:
+  explicit ScopedOmpThreads(unsigned threads);
+  ~ScopedOmpThreads();
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Thrown while lowering something valid that this engine cannot do (create() reports it as
 // StatusCode::unsupported).
 struct Unsupported : std::runtime_error {
@@ -79,6 +92,11 @@ struct Step {
   Kernel kernel;  // instead of a primitive: loss, SGD update, running statistics, dropout
   std::vector<Arg> args;
   std::uint64_t scratchpad_bytes = 0;
+  // The executor's cost model (schedule.hpp): FLOPs of the node's computation, bytes of the
+  // arguments, and the OpenMP threads the primitive was created for.
+  double flops = 0;
+  std::uint64_t bytes = 0;
+  unsigned threads = 0;  // 0 until add_step: the node's (Lowering::step_threads)
 };
 
 bool is_plain(const md_t& md);          // no inner blocks
@@ -131,6 +149,8 @@ class Lowering {
   CompileReport& report;
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
+  // The threads the node being lowered is created for (schedule.hpp); its steps record it.
+  unsigned step_threads = 1;
 
   // The layout and buffer each value lives in once produced.
   std::vector<md_t> value_md;

@@ -22,14 +22,16 @@ std::string chrome_trace_json(const std::vector<TraceEvent>& events) {
                             {"args", {{"name", "lane " + std::to_string(e.lane)}}}});
   }
   for (const TraceEvent& e : events) {
-    trace_events.push_back({{"name", e.name},
-                            {"cat", e.op},
-                            {"ph", "X"},
-                            {"ts", e.start_us},
-                            {"dur", e.duration_us},
-                            {"pid", 1},
-                            {"tid", e.thread},
-                            {"args", {{"lane", e.lane}, {"thread", e.thread}, {"run", e.run}}}});
+    trace_events.push_back(
+        {{"name", e.name},
+         {"cat", e.op},
+         {"ph", "X"},
+         {"ts", e.start_us},
+         {"dur", e.duration_us},
+         {"pid", 1},
+         {"tid", e.thread},
+         {"args",
+          {{"lane", e.lane}, {"thread", e.thread}, {"threads", e.threads}, {"run", e.run}}}});
   }
   const nlohmann::json trace = {{"traceEvents", std::move(trace_events)},
                                 {"displayTimeUnit", "ms"}};

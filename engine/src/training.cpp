@@ -91,6 +91,8 @@ void add_softmax_cross_entropy(Lowering& l, int softmax) {
 
 void Lowering::add_kernel_step(Step step) {
   if (step.impl.empty()) step.impl = "tfpin";
+  for (const Arg& a : step.args) step.bytes += a.md.get_size();
+  if (step.threads == 0) step.threads = step_threads;
   steps.push_back(std::move(step));
 }
 

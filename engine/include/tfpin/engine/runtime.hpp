@@ -49,9 +49,9 @@ struct DataParallelOptions {
 // What the communication did in the last run.
 struct ExchangeStats {
   int buckets = 0;
-  std::uint64_t bytes = 0;        // gradient bytes reduced per step (this replica's share sent)
-  double reduce_seconds = 0;      // inside GradientReducer::sum
-  double exposed_seconds = 0;     // steps waited for a reduction (the rest was hidden)
+  std::uint64_t bytes = 0;     // gradient bytes reduced per step (this replica's share sent)
+  double reduce_seconds = 0;   // inside GradientReducer::sum
+  double exposed_seconds = 0;  // steps waited for a reduction (the rest was hidden)
 };
 
 // Training mode: every run is one SGD step. The graph's single output must be a softmax over
@@ -83,6 +83,11 @@ struct CompileOptions {
   // Convolutions in oneDNN's blocked nChw16c layout (its direct AVX-512 kernels); false lets oneDNN
   // choose (2.6 then mostly picks its brgemm kernels on NHWC).
   bool blocked_layouts = true;
+  // Inference: a node that nothing else can run beside (a network's stem, most of a chain-like
+  // network) runs on the cores of every lane instead of one lane's; a node too small to repay an
+  // OpenMP team (modelled from its FLOPs and bytes) runs on one thread. Off: every step runs on
+  // its lane's `intra` threads.
+  bool elastic_threads = true;
   bool trace = false;  // record one event per step and run (see Runtime::trace)
   // Planned activations + weights + scratchpads above this fail with out_of_memory.
   // Unset: the machine's physical memory.
@@ -95,17 +100,19 @@ struct CompileReport {
   std::uint64_t activation_bytes = 0;  // what the activations would take without reuse
   std::uint64_t weight_bytes = 0;      // constants in the layouts the primitives want
   std::uint64_t scratchpad_bytes = 0;  // per lane
-  double flops = 0;  // forward pass: 2 x multiply-accumulates of convs and inner products
-  int steps = 0;     // primitives executed per run
-  int reorders = 0;  // of which layout conversions
+  double flops = 0;      // forward pass: 2 x multiply-accumulates of convs and inner products
+  int steps = 0;         // primitives executed per run
+  int reorders = 0;      // of which layout conversions
+  int wide_steps = 0;    // nodes run on every lane's cores (CompileOptions::elastic_threads)
+  int narrow_steps = 0;  // nodes run on one thread though the lane has more
   int folded_batch_norms = 0;
   int fused_relus = 0;
-  int fused_eltwises = 0;  // inference: other activations made post-ops (Graph::eltwise)
-  int fused_adds = 0;     // residual adds turned into sum post-ops
-  int in_place_adds = 0;  // ... of which write straight into the residual's buffer
-  int parameters = 0;     // training: trained tensors (each with its momentum buffer)
-  int gradient_buckets = 0;             // data parallel: fused buckets reduced per step
-  std::uint64_t gradient_bytes = 0;     // ... and the bytes they hold
+  int fused_eltwises = 0;            // inference: other activations made post-ops (Graph::eltwise)
+  int fused_adds = 0;                // residual adds turned into sum post-ops
+  int in_place_adds = 0;             // ... of which write straight into the residual's buffer
+  int parameters = 0;                // training: trained tensors (each with its momentum buffer)
+  int gradient_buckets = 0;          // data parallel: fused buckets reduced per step
+  std::uint64_t gradient_bytes = 0;  // ... and the bytes they hold
 };
 
 struct TensorInfo {
@@ -119,7 +126,8 @@ struct TraceEvent {
   std::string name;  // node name (reorders: "<tensor>:reorder")
   std::string op;    // operator, with fused post-ops ("convolution+sum+relu")
   unsigned lane = 0;
-  int thread = 0;  // Linux thread id of the lane thread
+  int thread = 0;        // Linux thread id of the lane thread
+  unsigned threads = 1;  // OpenMP threads the step ran on
   std::uint64_t run = 0;
   double start_us = 0;  // since the runtime was created
   double duration_us = 0;

@@ -1,0 +1,180 @@
+#include "schedule.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <functional>
+#include <queue>
+
+namespace tfpin::engine::detail {
+
+namespace {
+
+// Rough per-core rates of a current server core (AVX-512 direct and brgemm kernels reach about
+// half their FMA peak on real layers; a core streams about 10 GB/s), and the cost of waking and
+// joining an OpenMP team with passive waiting.
+constexpr double flops_per_us_per_core = 50e3;
+constexpr double bytes_per_us_per_core = 10e3;
+constexpr double team_fork_join_us = 6.0;
+
+// Below this modelled single-thread time a node runs on one thread: a team costs more than it
+// saves. Above `wide_min_us` a serial node is worth the cores of every lane.
+constexpr double narrow_max_us = 12.0;
+constexpr double wide_min_us = 25.0;
+
+double elements(const Dims& dims) { return static_cast<double>(element_count(dims)); }
+
+}  // namespace
+
+Cost node_cost(const Ir& ir, int node) {
+  const Node& n = ir.nodes[static_cast<std::size_t>(node)];
+  const Dims& out = ir.values[static_cast<std::size_t>(n.output)].dims;
+  Cost cost;
+  for (int in : n.inputs)
+    cost.bytes += 4.0 * elements(ir.values[static_cast<std::size_t>(in)].dims);
+  for (const PostOp& post : n.post_ops) {
+    if (post.kind == PostOp::Kind::sum) {
+      cost.bytes += 4.0 * elements(ir.values[static_cast<std::size_t>(post.value)].dims);
+    }
+  }
+  cost.bytes += 4.0 * elements(out);
+  cost.flops = elements(out);
+  if ((n.kind == OpKind::convolution || n.kind == OpKind::inner_product) && n.inputs.size() > 1) {
+    const Dims& w = ir.values[static_cast<std::size_t>(n.inputs[1])].dims;
+    double per_output = 1;
+    for (std::size_t d = 1; d < w.size(); ++d) per_output *= static_cast<double>(w[d]);
+    cost.flops = 2.0 * elements(out) * per_output;
+  }
+  return cost;
+}
+
+double modelled_microseconds(const Cost& cost, unsigned threads) {
+  const double t = std::max(1u, threads);
+  return cost.flops / (flops_per_us_per_core * t) + cost.bytes / (bytes_per_us_per_core * t) +
+         (threads > 1 ? team_fork_join_us : 0.0);
+}
+
+std::vector<std::vector<int>> node_predecessors(const Ir& ir) {
+  std::vector<std::vector<int>> preds(ir.nodes.size());
+  for (std::size_t i = 0; i < ir.nodes.size(); ++i) {
+    const Node& node = ir.nodes[i];
+    if (node.dead) continue;
+    auto depend = [&](int value) {
+      const int p = ir.values[static_cast<std::size_t>(value)].producer;
+      if (p >= 0) preds[i].push_back(p);
+    };
+    for (int in : node.inputs) depend(in);
+    for (const PostOp& post : node.post_ops) {
+      if (post.kind == PostOp::Kind::sum) depend(post.value);
+    }
+  }
+  return preds;
+}
+
+// A sum post-op makes a convolution depend on the residual's producer, which the builder may have
+// created later: hence a real topological sort, lowest index first.
+std::vector<int> topological_order(const Ir& ir) {
+  const std::size_t n = ir.nodes.size();
+  const std::vector<std::vector<int>> preds = node_predecessors(ir);
+  std::vector<int> indegree(n, 0);
+  std::vector<std::vector<int>> users(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (int p : preds[i]) {
+      users[static_cast<std::size_t>(p)].push_back(static_cast<int>(i));
+      ++indegree[i];
+    }
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!ir.nodes[i].dead && indegree[i] == 0) ready.push(static_cast<int>(i));
+  }
+  std::vector<int> order;
+  while (!ready.empty()) {
+    const int i = ready.top();
+    ready.pop();
+    order.push_back(i);
+    for (int u : users[static_cast<std::size_t>(i)]) {
+      if (--indegree[static_cast<std::size_t>(u)] == 0) ready.push(u);
+    }
+  }
+  return order;
+}
+
+std::vector<bool> serial_nodes(const Ir& ir, const std::vector<int>& order) {
+  const std::size_t n = ir.nodes.size();
+  const std::size_t words = (n + 63) / 64;
+  const std::vector<std::vector<int>> preds = node_predecessors(ir);
+  // ancestors[i]: bit a set when i depends (transitively) on a; descendants likewise.
+  std::vector<std::uint64_t> ancestors(n * words, 0);
+  std::vector<std::uint64_t> descendants(n * words, 0);
+  auto set = [&](std::vector<std::uint64_t>& bits, std::size_t row, std::size_t col) {
+    bits[row * words + col / 64] |= std::uint64_t{1} << (col % 64);
+  };
+  for (int i : order) {
+    const auto row = static_cast<std::size_t>(i);
+    for (int p : preds[row]) {
+      const auto pr = static_cast<std::size_t>(p);
+      set(ancestors, row, pr);
+      for (std::size_t w = 0; w < words; ++w)
+        ancestors[row * words + w] |= ancestors[pr * words + w];
+    }
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const auto row = static_cast<std::size_t>(*it);
+    for (int p : preds[row]) {
+      const auto pr = static_cast<std::size_t>(p);
+      set(descendants, pr, row);
+      for (std::size_t w = 0; w < words; ++w) {
+        descendants[pr * words + w] |= descendants[row * words + w];
+      }
+    }
+  }
+  std::vector<bool> serial(n, false);
+  for (int i : order) {
+    const auto row = static_cast<std::size_t>(i);
+    std::size_t related = 0;
+    for (std::size_t w = 0; w < words; ++w) {
+      related += static_cast<std::size_t>(
+          std::popcount(ancestors[row * words + w] | descendants[row * words + w]));
+    }
+    serial[row] = related + 1 == order.size();
+  }
+  return serial;
+}
+
+std::vector<unsigned> node_threads(const Ir& ir, const std::vector<int>& order,
+                                   const CompileOptions& options) {
+  std::vector<unsigned> threads(ir.nodes.size(), 0);
+  const unsigned intra = std::max(1u, options.intra);
+  const unsigned all = intra * std::max(1u, options.lanes);
+  const bool elastic = options.elastic_threads && !options.training;
+  // Wide steps need a core per thread: lanes without cores of their own would share one.
+  const bool can_widen = elastic && options.lanes > 1 && !options.lane_cpus.empty();
+  const std::vector<bool> serial = can_widen ? serial_nodes(ir, order) : std::vector<bool>();
+  for (int i : order) {
+    const auto node = static_cast<std::size_t>(i);
+    threads[node] = intra;
+    if (!elastic) continue;
+    const Cost cost = node_cost(ir, i);
+    if (can_widen && serial[node] && modelled_microseconds(cost, intra) >= wide_min_us) {
+      threads[node] = all;
+    } else if (intra > 1 && modelled_microseconds(cost, 1) < narrow_max_us) {
+      threads[node] = 1;
+    }
+  }
+  return threads;
+}
+
+std::vector<double> critical_path_ranks(const std::vector<Step>& steps,
+                                        const std::vector<std::vector<int>>& successors) {
+  std::vector<double> rank(steps.size(), 0.0);
+  for (std::size_t s = steps.size(); s-- > 0;) {
+    double longest = 0;
+    for (int t : successors[s]) longest = std::max(longest, rank[static_cast<std::size_t>(t)]);
+    rank[s] = modelled_microseconds({steps[s].flops, static_cast<double>(steps[s].bytes)},
+                                    steps[s].threads) +
+              longest;
+  }
+  return rank;
+}
+
+}  // namespace tfpin::engine::detail

@@ -1,0 +1,198 @@
+// How steps share the cores (engine/src/schedule.hpp): steps nothing can run beside run on every
+// lane's cores, small steps on one thread, and the ready step on the longest remaining path first.
+// Observed through the runtime's report and trace, with results checked against the same graph
+// compiled without elastic threads.
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tfpin/engine/runtime.hpp"
+
+namespace tfpin::engine {
+namespace {
+
+std::vector<float> random_values(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+TensorId conv3x3(Graph& g, TensorId x, std::int64_t in, std::int64_t out, const std::string& name,
+                 unsigned seed) {
+  const TensorId w = g.constant(name + ".w", {out, in, 3, 3},
+                                random_values(static_cast<std::size_t>(out * in * 9), seed));
+  const TensorId b =
+      g.constant(name + ".b", {out}, random_values(static_cast<std::size_t>(out), seed + 1));
+  Conv2D attrs;
+  attrs.padding = {1, 1, 1, 1};
+  return g.relu(g.convolution(x, w, b, attrs, name), name + ".relu");
+}
+
+// stem (serial) -> three branches (a chain of three convolutions, two single ones) -> concat ->
+// head convolution (serial).
+Graph branchy_graph() {
+  Graph g;
+  const TensorId x = g.input("x", {1, 16, 40, 40});
+  const TensorId stem = conv3x3(g, x, 16, 32, "stem", 1);
+  // The short branches come first: readiness order alone would start them before the chain.
+  const TensorId short1 = conv3x3(g, stem, 32, 16, "short1", 10);
+  const TensorId short2 = conv3x3(g, stem, 32, 16, "short2", 20);
+  TensorId chain = stem;
+  for (int k = 0; k < 3; ++k) {
+    chain =
+        conv3x3(g, chain, 32, 32, "chain" + std::to_string(k), 30 + 10 * static_cast<unsigned>(k));
+  }
+  const TensorId joined = g.concat({short1, short2, chain}, "join");
+  const TensorId head = conv3x3(g, joined, 64, 32, "head", 90);
+  g.output(head, "y");
+  return g;
+}
+
+unsigned allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+std::vector<std::vector<unsigned>> first_cpus(unsigned lanes) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  std::vector<std::vector<unsigned>> out;
+  for (unsigned c = 0; c < CPU_SETSIZE && out.size() < lanes; ++c) {
+    if (CPU_ISSET(c, &set)) out.push_back({c});
+  }
+  return out;
+}
+
+struct Result {
+  std::vector<float> y;
+  CompileReport report;
+  std::vector<TraceEvent> trace;
+};
+
+Result run(const Graph& g, CompileOptions options, int runs = 3) {
+  options.trace = true;
+  std::unique_ptr<Runtime> rt;
+  Status s = Runtime::create(g, options, &rt);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  if (!s.ok()) return {};
+  const std::vector<float> x = random_values(rt->inputs().at(0).elements(), 7);
+  Result r;
+  r.y.resize(rt->outputs().at(0).elements());
+  const ExternalInput in[] = {{"x", x.data()}};
+  const ExternalOutput out[] = {{"y", r.y.data()}};
+  EXPECT_TRUE(rt->setup(in, out).ok());
+  for (int k = 0; k < runs; ++k) EXPECT_TRUE(rt->run().ok());
+  r.report = rt->report();
+  r.trace = rt->take_trace();
+  return r;
+}
+
+void expect_close(const std::vector<float>& a, const std::vector<float>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  float scale = 0;
+  for (float v : b) scale = std::max(scale, std::abs(v));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], 1e-5f * std::max(1.0f, scale)) << "element " << i;
+  }
+}
+
+// The threads each named step ran on in the last run.
+std::map<std::string, unsigned> threads_by_step(const std::vector<TraceEvent>& trace) {
+  std::uint64_t last = 0;
+  for (const TraceEvent& e : trace) last = std::max(last, e.run);
+  std::map<std::string, unsigned> out;
+  for (const TraceEvent& e : trace) {
+    if (e.run == last) out[e.name] = e.threads;
+  }
+  return out;
+}
+
+TEST(Schedule, SerialStepsRunOnEveryLanesCores) {
+  if (allowed_cpus() < 2) GTEST_SKIP() << "needs 2 cpus to pin 2 lanes";
+  const Graph g = branchy_graph();
+  CompileOptions options;
+  options.lanes = 2;
+  options.lane_cpus = first_cpus(2);
+  const Result elastic = run(g, options);
+  options.elastic_threads = false;
+  const Result fixed = run(g, options);
+  expect_close(elastic.y, fixed.y);
+
+  // stem, the concat and head have nothing beside them; the branches do.
+  EXPECT_EQ(elastic.report.wide_steps, 3);
+  EXPECT_EQ(fixed.report.wide_steps, 0);
+  const auto threads = threads_by_step(elastic.trace);
+  EXPECT_EQ(threads.at("stem"), 2u);
+  EXPECT_EQ(threads.at("join"), 2u);
+  EXPECT_EQ(threads.at("head"), 2u);
+  for (const char* branch : {"short1", "short2", "chain0", "chain1", "chain2"}) {
+    EXPECT_EQ(threads.at(branch), 1u) << branch;
+  }
+  for (const auto& [name, n] : threads_by_step(fixed.trace)) EXPECT_EQ(n, 1u) << name;
+}
+
+TEST(Schedule, UnpinnedLanesStayNarrow) {
+  // Without cores of their own, a wide team would share a core with the other lane.
+  CompileOptions options;
+  options.lanes = 2;
+  const Result r = run(branchy_graph(), options);
+  EXPECT_EQ(r.report.wide_steps, 0);
+}
+
+TEST(Schedule, SmallStepsRunOnOneThread) {
+  Graph g;
+  const TensorId x = g.input("x", {1, 16, 40, 40});
+  const TensorId big = conv3x3(g, x, 16, 32, "big", 1);
+  Pool2D pool;
+  pool.kernel = {2, 2};
+  pool.stride = {2, 2};
+  const TensorId small = g.max_pool(g.max_pool(big, pool, "pool1"), pool, "pool2");
+  g.output(small, "y");
+  CompileOptions options;
+  options.intra = 2;
+  const Result elastic = run(g, options);
+  options.elastic_threads = false;
+  const Result fixed = run(g, options);
+  expect_close(elastic.y, fixed.y);
+  EXPECT_EQ(elastic.report.narrow_steps, 1);  // pool2: 8 KiB in, 2 KiB out
+  const auto threads = threads_by_step(elastic.trace);
+  EXPECT_EQ(threads.at("big"), 2u);
+  EXPECT_EQ(threads.at("pool2"), 1u);
+  EXPECT_EQ(threads_by_step(fixed.trace).at("pool2"), 2u);
+}
+
+TEST(Schedule, LongestRemainingPathStartsFirst) {
+  // Two lanes, three branches ready at once: the chain (three convolutions) must be one of the
+  // first two started, though both short branches were built before it.
+  CompileOptions options;
+  options.lanes = 2;
+  options.elastic_threads = false;
+  const Result r = run(branchy_graph(), options, 5);
+  for (std::uint64_t run = 2; run <= 5; ++run) {
+    double chain_start = -1;
+    double first_short_end = 1e300;
+    for (const TraceEvent& e : r.trace) {
+      if (e.run != run) continue;
+      if (e.name == "chain0") chain_start = e.start_us;
+      if (e.name == "short1" || e.name == "short2") {
+        first_short_end = std::min(first_short_end, e.start_us + e.duration_us);
+      }
+    }
+    ASSERT_GE(chain_start, 0) << "run " << run;
+    EXPECT_LT(chain_start, first_short_end) << "run " << run;
+  }
+}
+
+}  // namespace
+}  // namespace tfpin::engine
