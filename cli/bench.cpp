@@ -528,6 +528,8 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
                   {"reorders", report.reorders},
                   {"wide_steps", report.wide_steps},
                   {"narrow_steps", report.narrow_steps},
+                  {"timed_choices", report.timed_choices},
+                  {"winograd_convolutions", report.winograd_convolutions},
                   {"folded_batch_norms", report.folded_batch_norms},
                   {"fused_relus", report.fused_relus},
                   {"fused_adds", report.fused_adds},

@@ -35,16 +35,17 @@ struct CompiledGraph {
   std::vector<std::string> parameter_names;
   int loss_buffer = -1;
   std::unique_ptr<GradientExchange> exchange;  // data parallel only
-  std::vector<std::vector<int>> successors;  // by step
-  std::vector<int> predecessor_counts;       // by step
-  std::vector<double> ranks;                 // by step: critical-path priority (schedule.hpp)
-  unsigned max_step_threads = 1;             // the widest step's OpenMP threads
+  std::vector<std::vector<int>> successors;    // by step
+  std::vector<int> predecessor_counts;         // by step
+  std::vector<double> ranks;                   // by step: critical-path priority (schedule.hpp)
+  unsigned max_step_threads = 1;               // the widest step's OpenMP threads
   AlignedBytes arena;
   std::uint64_t scratchpad_bytes = 0;  // the largest step's; each lane brings its own
   // Memory objects of every step argument; the input and output ones get their handle at setup.
   std::vector<std::vector<dnnl::memory>> memories;
-  std::vector<std::pair<dnnl::memory, int>> input_memories;   // (memory, input index)
-  std::vector<std::pair<dnnl::memory, int>> output_memories;  // (memory, output index)
+  std::vector<std::vector<dnnl::memory>> alternative_memories;  // steps with an Alternative
+  std::vector<std::pair<dnnl::memory, int>> input_memories;     // (memory, input index)
+  std::vector<std::pair<dnnl::memory, int>> output_memories;    // (memory, output index)
   // Kernel steps: their arguments' data pointers, refreshed at setup (inputs and outputs move).
   std::vector<std::vector<void*>> kernel_data;
 

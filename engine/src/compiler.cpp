@@ -283,8 +283,12 @@ void CompiledGraph::place_buffers() {
   }
   report.arena_bytes = memory_plan.arena_bytes;
   report.activation_bytes = memory_plan.unshared_bytes;
-  for (const Step& step : steps)
+  for (const Step& step : steps) {
     scratchpad_bytes = std::max(scratchpad_bytes, step.scratchpad_bytes);
+    if (step.alternative) {
+      scratchpad_bytes = std::max(scratchpad_bytes, step.alternative->scratchpad_bytes);
+    }
+  }
   report.scratchpad_bytes = scratchpad_bytes;
 
   const std::uint64_t limit = options.memory_limit_bytes.value_or(physical_memory());
@@ -308,16 +312,22 @@ void CompiledGraph::place_buffers() {
 
 void CompiledGraph::bind_arguments() {
   memories.assign(steps.size(), {});
+  alternative_memories.assign(steps.size(), {});
+  auto bind = [&](const Arg& arg) {
+    const Buffer& buffer = buffers[static_cast<std::size_t>(arg.buffer)];
+    void* handle = DNNL_MEMORY_NONE;  // inputs and outputs: bound at setup
+    if (buffer.kind == BufferKind::arena) handle = arena.get() + buffer.offset;
+    if (buffer.kind == BufferKind::weights) handle = buffer.owned.get();
+    dnnl::memory memory(arg.md, engine, handle);
+    if (buffer.kind == BufferKind::input) input_memories.emplace_back(memory, buffer.io);
+    if (buffer.kind == BufferKind::output) output_memories.emplace_back(memory, buffer.io);
+    return memory;
+  };
   for (std::size_t step = 0; step < steps.size(); ++step) {
-    for (const Arg& arg : steps[step].args) {
-      const Buffer& buffer = buffers[static_cast<std::size_t>(arg.buffer)];
-      void* handle = DNNL_MEMORY_NONE;  // inputs and outputs: bound at setup
-      if (buffer.kind == BufferKind::arena) handle = arena.get() + buffer.offset;
-      if (buffer.kind == BufferKind::weights) handle = buffer.owned.get();
-      dnnl::memory memory(arg.md, engine, handle);
-      if (buffer.kind == BufferKind::input) input_memories.emplace_back(memory, buffer.io);
-      if (buffer.kind == BufferKind::output) output_memories.emplace_back(memory, buffer.io);
-      memories[step].push_back(memory);
+    for (const Arg& arg : steps[step].args) memories[step].push_back(bind(arg));
+    if (!steps[step].alternative) continue;
+    for (const Arg& arg : steps[step].alternative->args) {
+      alternative_memories[step].push_back(bind(arg));
     }
   }
 }

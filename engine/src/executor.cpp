@@ -68,17 +68,30 @@ std::unique_ptr<Executor::Lane> Executor::make_lane(unsigned index) {
     for (std::size_t a = 0; a < steps[s].args.size(); ++a) {
       args.push_back({steps[s].args[a].arg, graph_.memories[s][a].get()});
     }
-    if (steps[s].scratchpad_bytes > 0) {
-      md_t md({static_cast<dnnl::memory::dim>(steps[s].scratchpad_bytes)},
-              dnnl::memory::data_type::u8, tag::x);
+    auto add_scratchpad = [&](std::vector<dnnl_exec_arg_t>& to, std::uint64_t bytes) {
+      if (bytes == 0) return;
+      md_t md({static_cast<dnnl::memory::dim>(bytes)}, dnnl::memory::data_type::u8, tag::x);
       lane->scratchpads.emplace_back(md, graph_.engine, lane->scratch.get());
-      args.push_back({DNNL_ARG_SCRATCHPAD, lane->scratchpads.back().get()});
+      to.push_back({DNNL_ARG_SCRATCHPAD, lane->scratchpads.back().get()});
+    };
+    add_scratchpad(args, steps[s].scratchpad_bytes);
+    lane->alternative_args.emplace_back();
+    if (const auto& alt = steps[s].alternative) {
+      auto& alt_args = lane->alternative_args.back();
+      for (std::size_t a = 0; a < alt->args.size(); ++a) {
+        alt_args.push_back({alt->args[a].arg, graph_.alternative_memories[s][a].get()});
+      }
+      add_scratchpad(alt_args, alt->scratchpad_bytes);
     }
   }
   return lane;
 }
 
 void Executor::start() {
+  const std::size_t n = graph_.steps.size();
+  use_alternative_.assign(n, 0);
+  step_us_.assign(n, 0.0);
+  best_trial_us_.assign(n, {1e300, 1e300});
   for (unsigned i = 0; i < graph_.options.lanes; ++i) lanes_.push_back(make_lane(i));
   for (auto& lane : lanes_) {
     Lane* self = lane.get();
@@ -93,6 +106,11 @@ Status Executor::run() {
   {
     std::lock_guard lock(mutex_);
     ++generation_;
+    if (generation_ <= trial_runs) {
+      for (std::size_t s = 0; s < graph_.steps.size(); ++s) {
+        if (graph_.steps[s].alternative) use_alternative_[s] = generation_ % 2 == 0 ? 1 : 0;
+      }
+    }
     failed_ = false;
     failure_.clear();
     lanes_finished_ = 0;
@@ -107,7 +125,27 @@ Status Executor::run() {
   std::unique_lock lock(mutex_);
   done_cv_.wait(lock, [&] { return lanes_finished_ == lanes_.size(); });
   if (failed_) return {StatusCode::runtime_error, failure_};
+  choose_kernels(generation_);
   return {};
+}
+
+void Executor::choose_kernels(std::uint64_t run) {
+  if (run < 3 || run > trial_runs) return;
+  for (std::size_t s = 0; s < graph_.steps.size(); ++s) {
+    Step& step = graph_.steps[s];
+    if (!step.alternative) continue;
+    double& best = best_trial_us_[s][use_alternative_[s]];
+    best = std::min(best, step_us_[s]);
+    if (run < trial_runs) continue;
+    use_alternative_[s] = best_trial_us_[s][1] < best_trial_us_[s][0] ? 1 : 0;
+    if (use_alternative_[s] != 0) {
+      // The faster kernel becomes the step's: describe() and the report say what runs.
+      std::swap(step.impl, step.alternative->impl);
+      if (step.alternative->impl.find("wino") != std::string::npos) {
+        --graph_.report.winograd_convolutions;
+      }
+    }
+  }
 }
 
 void Executor::fail(const std::string& message) {
@@ -135,8 +173,11 @@ void Executor::execute(Lane& lane, int index, std::uint64_t run) {
     } else {
       // The C API with the arguments built at start-up: primitive::execute would rebuild them from
       // a map on every call.
-      const std::vector<dnnl_exec_arg_t>& args = lane.args[i];
-      dnnl::error::wrap_c_api(dnnl_primitive_execute(step.primitive.get(), lane.stream.get(),
+      const bool alternative = use_alternative_[i] != 0;
+      const std::vector<dnnl_exec_arg_t>& args =
+          alternative ? lane.alternative_args[i] : lane.args[i];
+      const dnnl::primitive& primitive = alternative ? step.alternative->primitive : step.primitive;
+      dnnl::error::wrap_c_api(dnnl_primitive_execute(primitive.get(), lane.stream.get(),
                                                      static_cast<int>(args.size()), args.data()),
                               "could not execute a primitive");
       lane.stream.wait();
@@ -152,8 +193,9 @@ void Executor::execute(Lane& lane, int index, std::uint64_t run) {
     return;
   }
   if (step.threads != intra) omp_set_num_threads(static_cast<int>(intra));
+  const auto end = Clock::now();
+  step_us_[i] = std::chrono::duration<double, std::micro>(end - start).count();
   if (graph_.options.trace) {
-    const auto end = Clock::now();
     TraceEvent event;
     event.name = step.name;
     event.op = step.op;

@@ -5,6 +5,7 @@
 // (later ones are its consequences) and the run stops.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -51,6 +52,7 @@ class Executor {
     AlignedBytes scratch;
     std::vector<dnnl::memory> scratchpads;           // views of `scratch`, one per step using it
     std::vector<std::vector<dnnl_exec_arg_t>> args;  // per step, built once
+    std::vector<std::vector<dnnl_exec_arg_t>> alternative_args;  // steps with an Alternative
     std::vector<TraceEvent> trace;
   };
 
@@ -93,6 +95,14 @@ class Executor {
   std::size_t remaining_ = 0;
   std::atomic<bool> failed_ = false;
   std::string failure_;
+
+  // Steps with an Alternative: runs 1 and 2 warm both kernels up, runs 3 to `trial_runs` time
+  // them in turn, then the faster is kept. Changed only between runs.
+  static constexpr std::uint64_t trial_runs = 6;
+  std::vector<std::uint8_t> use_alternative_;         // by step
+  std::vector<double> step_us_;                       // by step: its time in the last run
+  std::vector<std::array<double, 2>> best_trial_us_;  // by step: primary, alternative
+  void choose_kernels(std::uint64_t run);             // after run `run` completed
 };
 
 }  // namespace tfpin::engine::detail

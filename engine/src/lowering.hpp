@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -84,6 +85,15 @@ struct KernelCall {
 };
 using Kernel = std::function<void(const KernelCall&)>;
 
+// Another kernel computing the same step (Winograd's direct counterpart), on the same buffers
+// but its own weights: the executor times both in its first runs and keeps the faster.
+struct Alternative {
+  dnnl::primitive primitive;
+  std::vector<Arg> args;
+  std::uint64_t scratchpad_bytes = 0;
+  std::string impl;
+};
+
 struct Step {
   std::string name;
   std::string op;
@@ -97,6 +107,7 @@ struct Step {
   double flops = 0;
   std::uint64_t bytes = 0;
   unsigned threads = 0;  // 0 until add_step: the node's (Lowering::step_threads)
+  std::optional<Alternative> alternative;
 };
 
 bool is_plain(const md_t& md);          // no inner blocks

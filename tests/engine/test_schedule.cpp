@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tfpin/engine/runtime.hpp"
+#include "tfpin/engine/version.hpp"
 
 namespace tfpin::engine {
 namespace {
@@ -192,6 +193,41 @@ TEST(Schedule, LongestRemainingPathStartsFirst) {
     ASSERT_GE(chain_start, 0) << "run " << run;
     EXPECT_LT(chain_start, first_short_end) << "run " << run;
   }
+}
+
+TEST(Schedule, WinogradAndDirectAreTimedAndTheChoiceKept) {
+  Graph g;
+  const TensorId x = g.input("x", {1, 16, 13, 13});
+  g.output(conv3x3(g, x, 16, 32, "small", 3), "y");
+  CompileOptions options;
+  options.intra = 2;
+  std::unique_ptr<Runtime> rt;
+  ASSERT_TRUE(Runtime::create(g, options, &rt).ok());
+  if (!onednn_offers_winograd()) {
+    EXPECT_EQ(rt->report().timed_choices, 0);
+    GTEST_SKIP() << "oneDNN offers no Winograd kernel on this machine";
+  }
+  EXPECT_EQ(rt->report().timed_choices, 1);
+  options.winograd = false;
+  const Result direct = run(g, options, 1);
+
+  const std::vector<float> in = random_values(rt->inputs().at(0).elements(), 7);
+  std::vector<float> y(rt->outputs().at(0).elements());
+  const ExternalInput inputs[] = {{"x", in.data()}};
+  const ExternalOutput outputs[] = {{"y", y.data()}};
+  ASSERT_TRUE(rt->setup(inputs, outputs).ok());
+  std::vector<std::vector<float>> results;
+  for (int k = 0; k < 8; ++k) {  // both kernels in turn, then the faster one
+    ASSERT_TRUE(rt->run().ok());
+    results.push_back(y);
+    expect_close(y, direct.y);
+  }
+  EXPECT_EQ(results[6], results[7]);  // the choice stays
+  const int winograd = rt->report().winograd_convolutions;
+  EXPECT_TRUE(winograd == 0 || winograd == 1) << winograd;
+  // Winograd rounds differently from the direct kernel: runs 1 and 2 used one each.
+  EXPECT_NE(results[0], results[1]);
+  EXPECT_EQ(results[7], results[winograd == 1 ? 0 : 1]);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Convolution (stride, padding, groups, dilation) with optional bias; post-ops ReLU, other
 // activations and sum (residual add).
+#include "../schedule.hpp"
 #include "common.hpp"
 
 namespace tfpin::engine::detail {
@@ -78,6 +79,11 @@ static onednn::Window convolution_window(const Conv2D& a) {
           {a.padding[2], a.padding[3]}};
 }
 
+// Winograd is timed against the direct kernel when one run costs less than this (modelled):
+// above it, on the large layers of batched inference, Winograd wins where oneDNN offers it, and
+// the slower kernel's trial runs would cost more.
+constexpr double timed_choice_max_us = 20000;
+
 }  // namespace
 
 static void lower_convolution(Lowering& l, int node) {
@@ -131,9 +137,14 @@ static void lower_convolution(Lowering& l, int node) {
                                        window, attr);
   };
   dnnl::convolution_forward::primitive_desc pd;
+  dnnl::convolution_forward::primitive_desc direct;  // Winograd's timed alternative
   // oneDNN's heuristics (convolution_auto) turn Winograd down below a batch of about 4, yet its
   // F(4x4, 3x3) kernel beats the direct one on every 3x3 stride-1 layer of ResNet-50 at batch 1
-  // here (and picks it anyway at batch 32): ask for it explicitly where it applies.
+  // here (and picks it anyway at batch 32): ask for it explicitly where it applies. Not
+  // everywhere: on AlexNet's conv3 at batch 1 (13x13, 192 -> 384 channels) it is 3.6x slower
+  // than direct on 2 threads (on 1 it is faster; timed alone outside the executor it is as fast
+  // as direct). So a small layer carries the direct kernel as an alternative, and the executor
+  // keeps whichever ran faster in its first runs (Step::alternative).
   // (Training: direct only; oneDNN 2.6's Winograd backward is slower than its direct kernels.)
   const bool winograd_shape = l.options.winograd && !l.training() && g == 1 && wd[2] == 3 &&
                               wd[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1 &&
@@ -145,6 +156,17 @@ static void lower_convolution(Lowering& l, int node) {
                                        dst_md, window, attr);
     } catch (const dnnl::error&) {
       pd = {};  // not available for this shape or layout: direct (or oneDNN's choice) below
+    }
+    if (pd && modelled_microseconds(node_cost(l.ir, node), l.step_threads) < timed_choice_max_us) {
+      try {
+        direct = onednn::convolution_forward(l.engine, dnnl::prop_kind::forward_inference,
+                                             dnnl::algorithm::convolution_direct, src_md, w_any,
+                                             b_md, dst_md, window, attr);
+        // The alternative must read and write the same buffers in the same layouts.
+        if (direct.src_desc() != pd.src_desc() || direct.dst_desc() != pd.dst_desc()) direct = {};
+      } catch (const dnnl::error&) {
+        direct = {};  // no direct kernel for this layout: Winograd it is
+      }
     }
   }
   try {
@@ -181,6 +203,9 @@ static void lower_convolution(Lowering& l, int node) {
   step.name = n.name;
   step.op = l.op_label(n);
   step.primitive = dnnl::convolution_forward(pd);
+  if (std::string(pd.impl_info_str()).find("wino") != std::string::npos) {
+    ++l.report.winograd_convolutions;
+  }
   step.args.push_back(Arg::in(DNNL_ARG_SRC, src, pd.src_desc()));
   step.args.push_back(Arg::in(DNNL_ARG_WEIGHTS, weights, pd.weights_desc()));
   int bias = -1;
@@ -191,6 +216,19 @@ static void lower_convolution(Lowering& l, int node) {
   // An in-place residual sum reads the destination before writing it.
   step.args.push_back(residual >= 0 ? Arg::in_out(DNNL_ARG_DST, dst, pd.dst_desc())
                                     : Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
+  if (direct) {
+    Alternative alt;
+    alt.primitive = dnnl::convolution_forward(direct);
+    alt.args = step.args;
+    alt.args[1] =
+        Arg::in(DNNL_ARG_WEIGHTS, l.parameter_as(n.inputs[1], w_user, direct.weights_desc()),
+                direct.weights_desc());
+    alt.scratchpad_bytes = direct.scratchpad_desc().get_size();
+    const char* impl = direct.impl_info_str();
+    alt.impl = impl != nullptr ? impl : "";
+    step.alternative = std::move(alt);
+    ++l.report.timed_choices;
+  }
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1] * od[2] * od[3]) *

@@ -105,6 +105,10 @@ struct CompileReport {
   int reorders = 0;      // of which layout conversions
   int wide_steps = 0;    // nodes run on every lane's cores (CompileOptions::elastic_threads)
   int narrow_steps = 0;  // nodes run on one thread though the lane has more
+  // Small 3x3 convolutions whose kernel (Winograd or direct) was chosen by timing both at compile
+  // time, and the convolutions that run Winograd.
+  int timed_choices = 0;
+  int winograd_convolutions = 0;
   int folded_batch_norms = 0;
   int fused_relus = 0;
   int fused_eltwises = 0;            // inference: other activations made post-ops (Graph::eltwise)
