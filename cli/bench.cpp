@@ -223,6 +223,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   sub->add_flag("--no_elastic_threads", bench.no_elastic_threads,
                 "every step on its lane's threads (default: steps nothing can run beside use "
                 "every lane's cores, small ones one thread)");
+  sub->add_flag("--no_matrix_vector", bench.no_matrix_vector,
+                "batch-1 inner products by oneDNN (default: tfpin's matrix-vector kernel on "
+                "AVX-512)");
   sub->add_flag("--any_layouts", bench.any_layouts,
                 "let oneDNN choose convolution layouts (default: blocked nChw16c)");
   sub->add_flag("-v,--verbose", bench.verbose,
@@ -345,6 +348,7 @@ engine::CompileOptions compile_options(const BenchCommand& bench, const BenchSet
   options.fusion = !bench.no_fusion;
   options.winograd = !bench.no_winograd;
   options.elastic_threads = !bench.no_elastic_threads;
+  options.matrix_vector = !bench.no_matrix_vector;
   options.blocked_layouts = !bench.any_layouts;
   options.trace = !bench.trace_file.empty();
   if (!bench.workload.forward_only) {
@@ -514,6 +518,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
   j["fusion"] = !bench.no_fusion;
   j["winograd"] = !bench.no_winograd;
   j["elastic_threads"] = !bench.no_elastic_threads;
+  j["matrix_vector"] = !bench.no_matrix_vector;
   j["onednn"] = {{"version", engine::onednn_runtime_version().text()},
                  {"built_with", engine::onednn_build_version().text()},
                  {"runtime", engine::onednn_runtime_version().runtime},
@@ -720,6 +725,7 @@ int BenchCommand::operator()() const {
          fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20),
          fmt::format("no_fusion={}", no_fusion), fmt::format("no_winograd={}", no_winograd),
          fmt::format("no_elastic_threads={}", no_elastic_threads),
+         fmt::format("no_matrix_vector={}", no_matrix_vector),
          fmt::format("any_layouts={}", any_layouts),
          fmt::format("oneDNN={}", engine::onednn_runtime_version().text()),
          fmt::format("gradient_buckets={}", report.gradient_buckets),

@@ -42,6 +42,7 @@ struct BenchCommand {
   bool no_fusion = false;
   bool no_winograd = false;
   bool no_elastic_threads = false;
+  bool no_matrix_vector = false;
   bool any_layouts = false;
   bool verbose = false;
   int operator()() const;

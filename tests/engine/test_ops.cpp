@@ -4,8 +4,8 @@
 
 #include <tuple>
 
-#include "reference.hpp"
 #include "op_fixture.hpp"
+#include "reference.hpp"
 #include "test_util.hpp"
 #include "tfpin/engine/graph.hpp"
 #include "tfpin/engine/runtime.hpp"
@@ -253,6 +253,17 @@ TEST_P(OpTest, InnerProductOnImages) {
   TensorId c = conv(x, 16, 32, 3, 1, 1, true, "c");  // blocked layout
   g.output(g.inner_product(c, constant("w", {10, 288}), constant("b", {10})), "y");
   g.output(g.relu(g.inner_product(x, constant("v", {5, 144}), no_tensor)), "z");  // caller's layout
+  check();
+}
+
+// Batch 1 at inference: tfpin's matrix-vector kernel (AVX-512) where the shapes allow, oneDNN
+// elsewhere (10 outputs are not whole blocks of 4).
+TEST_P(OpTest, InnerProductBatchOne) {
+  TensorId x = input("x", {1, 16, 3, 3});
+  TensorId f = g.flatten(conv(x, 16, 32, 3, 1, 1, true, "c"));
+  TensorId h = g.relu(g.inner_product(f, constant("w1", {64, 288}), constant("b1", {64})));
+  g.output(g.inner_product(h, constant("w2", {10, 64}), constant("b2", {10})), "y");
+  g.output(g.inner_product(x, constant("v", {8, 144}), no_tensor), "z");  // an image, no bias
   check();
 }
 

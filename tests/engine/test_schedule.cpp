@@ -230,5 +230,22 @@ TEST(Schedule, WinogradAndDirectAreTimedAndTheChoiceKept) {
   EXPECT_EQ(results[7], results[winograd == 1 ? 0 : 1]);
 }
 
+TEST(Schedule, BatchOneInnerProductIsAMatrixVectorKernelOnAvx512) {
+  Graph g;
+  const TensorId x = g.input("x", {1, 256}, Layout::nc);
+  const TensorId w = g.constant("w", {64, 256}, random_values(64 * 256, 5));
+  g.output(g.relu(g.inner_product(x, w, no_tensor, "fc")), "y");
+  CompileOptions options;
+  options.intra = 2;
+  std::unique_ptr<Runtime> rt;
+  const Status created = Runtime::create(g, options, &rt);
+  ASSERT_TRUE(created.ok()) << created.to_string();
+  const bool avx512 = __builtin_cpu_supports("avx512f") != 0;
+  EXPECT_EQ(rt->describe().find("matrix_vector") != std::string::npos, avx512) << rt->describe();
+  options.matrix_vector = false;
+  ASSERT_TRUE(Runtime::create(g, options, &rt).ok());
+  EXPECT_EQ(rt->describe().find("matrix_vector"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace tfpin::engine

@@ -1,6 +1,7 @@
 // Inner product (fully connected) with optional bias and fused ReLU. Reads an image input directly
 // (after the flatten is folded) with its weights reshaped to O, C, H, W.
 #include "common.hpp"
+#include "matrix_vector.hpp"
 
 namespace tfpin::engine::detail {
 
@@ -38,6 +39,10 @@ static void lower_inner_product(Lowering& l, int node) {
   const Dims& xd = value_of(l.ir, x).dims;
   const Dims& wd = value_of(l.ir, n.inputs[1]).dims;
   const Dims& od = value_of(l.ir, n.output).dims;
+  if (l.options.matrix_vector && matrix_vector_applies(l, n, xd, wd)) {
+    lower_matrix_vector(l, node);
+    return;
+  }
   Dims wdims = xd;
   wdims[0] = wd[0];
   md_t w_user = plain_md(wdims, Layout::nchw);  // O, I == O, C, H, W row-major

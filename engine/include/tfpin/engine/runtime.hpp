@@ -88,6 +88,9 @@ struct CompileOptions {
   // OpenMP team (modelled from its FLOPs and bytes) runs on one thread. Off: every step runs on
   // its lane's `intra` threads.
   bool elastic_threads = true;
+  // Inference at batch 1: inner products as tfpin's matrix-vector kernel on AVX-512 (weights
+  // packed for one sequential stream per thread) instead of oneDNN's.
+  bool matrix_vector = true;
   bool trace = false;  // record one event per step and run (see Runtime::trace)
   // Planned activations + weights + scratchpads above this fail with out_of_memory.
   // Unset: the machine's physical memory.
