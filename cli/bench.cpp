@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <numa.h>
+#include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,13 +17,16 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "commands.hpp"
 #include "ranks.hpp"
+#include "tfpin/binding.hpp"
 #include "tfpin/cpulist.hpp"
 #include "tfpin/engine/models.hpp"
 #ifdef TFPIN_HAVE_ONNX
@@ -78,8 +84,8 @@ std::string perf_string(const Stats& s) {
 
 // The kernel's Cpus_allowed_list, read from /proc rather than sched_getaffinity: the shim answers
 // the latter with the plan's view, and `tfpin tune` wants proof of the binding itself.
-std::string kernel_cpus_allowed() {
-  std::ifstream status("/proc/self/status");
+std::string kernel_cpus_allowed(const char* status_file = "/proc/self/status") {
+  std::ifstream status(status_file);
   const std::string key = "Cpus_allowed_list:";
   for (std::string line; std::getline(status, line);) {
     if (line.starts_with(key)) {
@@ -199,6 +205,12 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
                       "inter-op lanes running independent operators concurrently (default: "
                       "TF_NUM_INTEROP_THREADS, the tfpin plan, else 1; 0 = default)")
           ->type_name("M");
+  sub->add_option("--num_streams", bench.num_streams,
+                  "throughput mode (forward-only): S independent requests at once, one per "
+                  "inter-op lane, each with its own copy of the network on its lane's cores and "
+                  "NUMA node; lanes default to S and threads per lane to cores / S; the step "
+                  "lines show stream 0's steps as the rate of S streams")
+      ->type_name("S");
   sub->add_option("--trace_file", bench.trace_file,
                   "write a Chrome trace (JSON) of the timed steps: one event per operator")
       ->type_name("FILE");
@@ -244,6 +256,7 @@ struct BenchSettings {
   unsigned batch = 0;  // per rank
   unsigned steps = 0;
   unsigned warmup = 0;
+  unsigned streams = 1;  // --num_streams: one runtime per lane, each running its own requests
   ThreadSettings threads;
   VariableUpdate update = VariableUpdate::replicated;
   std::uint64_t fusion_threshold_bytes = 0;
@@ -275,6 +288,30 @@ BenchSettings check_flags(const BenchCommand& bench) {
   }
   if (bench.num_inter_option != nullptr && bench.num_inter_option->count() > 0) {
     request.inter = parse_non_negative("--num_inter_threads", bench.num_inter_threads, max_count);
+  }
+  settings.streams = parse_count("--num_streams", bench.num_streams, max_count);
+  if (settings.streams > 1) {
+    if (!bench.workload.forward_only) {
+      usage_error(
+          fmt::format("--num_streams={}: streams run independent inference requests and need "
+                      "--forward_only (valid: 1 for training)",
+                      settings.streams));
+    }
+    if (request.inter && *request.inter != 0 && *request.inter != settings.streams) {
+      usage_error(fmt::format(
+          "--num_streams={} runs one request per inter-op lane, but --num_inter_threads={} "
+          "(valid: leave --num_inter_threads out, or give it the same value)",
+          settings.streams, *request.inter));
+    }
+    if (!bench.trace_file.empty()) {
+      usage_error(
+          fmt::format("--trace_file traces one request at a time (valid with "
+                      "--num_streams=1, not {})",
+                      settings.streams));
+    }
+    request.inter = settings.streams;
+    request.inter_flag = "--num_streams";
+    request.intra_ignores_environment = true;
   }
   settings.threads = resolve_threads(request, process_getenv);
   settings.update = variable_update_option(bench.variable_update);
@@ -313,6 +350,12 @@ void print_header(const BenchCommand& bench, const BenchSettings& settings, int 
   fmt::print("Threads:     intra {} ({}), inter-op {} ({}), lanes {} ({})\n", threads.intra,
              threads.intra_source, threads.inter, threads.inter_source,
              lanes_text(threads.lane_cpus), threads.cpus_source);
+  if (settings.streams > 1) {
+    fmt::print(
+        "Streams:     {} (one request per lane at a time, each with its own network and "
+        "activations)\n",
+        settings.streams);
+  }
   if (settings.over_mpi()) {
     fmt::print("Variable update: {} ({} ranks{})\n", bench.variable_update, ranks,
                settings.update == VariableUpdate::horovod
@@ -403,7 +446,10 @@ engine::Status bind_feed(engine::Runtime& runtime, bool training, unsigned batch
 }
 
 struct Timing {
-  std::vector<double> step_seconds;
+  std::vector<double> step_seconds;      // stream 0's
+  std::vector<double> all_step_seconds;  // every stream's: the request latencies
+  std::vector<double> stream_images_per_sec;
+  std::vector<std::string> stream_cpus_allowed;
   double seconds = 0;          // the whole timed loop
   std::vector<double> losses;  // per timed step: the mean over the ranks
   double reduce_seconds = 0;   // summed over the timed steps
@@ -467,7 +513,114 @@ Timing run_steps(engine::Runtime& runtime, const BenchCommand& bench, const Benc
   }
   timing.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   if (progress) fmt::print(stderr, "\r\033[K");
+  timing.all_step_seconds = times;
+  timing.stream_images_per_sec = {batch * settings.steps / timing.seconds};
   return timing;
+}
+
+// One throughput stream: its own runtime (network, activations, lane) and its own requests.
+struct Stream {
+  std::unique_ptr<engine::Runtime> runtime;
+  Feed feed;
+  std::vector<double> step_seconds;
+  double seconds = 0;
+  std::string cpus_allowed;  // of its driving thread, as the kernel has it
+  std::string error;         // a failed step
+};
+
+// A stream's creating and driving thread runs on the stream's cores, and allocates on their NUMA
+// node: the network's weights and activations are first touched there, and the lane threads the
+// runtime starts inherit both. A memory policy the process already has (numactl, srun
+// --mem-bind) is kept.
+void place_stream_thread(const std::vector<unsigned>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (unsigned c : cpus) {
+    if (c < CPU_SETSIZE) CPU_SET(c, &set);
+  }
+  // A failure here shows again, with its reason, when the runtime pins its lane.
+  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  if (cpus.empty() || numa_available() < 0 || numa_max_node() < 1) return;
+  if (inherited_memory_policy()) return;
+  const int node = numa_node_of_cpu(static_cast<int>(cpus.front()));
+  if (node >= 0) numa_set_preferred(node);
+}
+
+// --num_streams S > 1: the S streams run their warm-up together, then their timed requests
+// together; the throughput is every stream's requests over the wall time until the last one
+// ends. Stream 0 prints the running report (its steps at S times its rate).
+Timing run_streams(std::vector<Stream>& streams, const ThreadSettings& threads,
+                   const BenchCommand& bench, const BenchSettings& settings, Ranks& ranks) {
+  using Clock = std::chrono::steady_clock;
+  const bool printing = ranks.rank() == 0 && !bench.json;
+  const double batch = settings.batch;
+  const double rate_factor = static_cast<double>(streams.size());
+  if (printing) fmt::print("Running warm up\n");
+  std::fflush(stdout);
+  std::latch warm(static_cast<std::ptrdiff_t>(streams.size()) + 1);
+  std::latch go(1);
+  std::vector<std::thread> drivers;
+  for (std::size_t k = 0; k < streams.size(); ++k) {
+    drivers.emplace_back([&, k] {
+      Stream& stream = streams[k];
+      place_stream_thread(threads.lane_cpus.at(k));
+      stream.cpus_allowed = kernel_cpus_allowed("/proc/thread-self/status");
+      for (unsigned i = 0; i < settings.warmup && stream.error.empty(); ++i) {
+        const engine::Status s = stream.runtime->run();
+        if (!s.ok()) stream.error = fmt::format("warm-up step {} failed: {}", i + 1, s.to_string());
+      }
+      warm.count_down();
+      go.wait();
+      const auto start = Clock::now();
+      for (unsigned i = 0; i < settings.steps && stream.error.empty(); ++i) {
+        const auto t0 = Clock::now();
+        const engine::Status s = stream.runtime->run();
+        if (!s.ok()) {
+          stream.error = fmt::format("timed step {} failed: {}", i + 1, s.to_string());
+          break;
+        }
+        stream.step_seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+        if (k == 0 && printing && (i == 0 || (i + 1) % 10 == 0)) {
+          fmt::print("{}\t{}\n", i + 1,
+                     perf_string(perf_stats(rate_factor * batch, stream.step_seconds)));
+          std::fflush(stdout);
+        }
+      }
+      stream.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    });
+  }
+  warm.arrive_and_wait();
+  if (printing) fmt::print("Done warm up\nStep\tImg/sec\n");
+  std::fflush(stdout);
+  const auto start = Clock::now();
+  go.count_down();
+  for (std::thread& t : drivers) t.join();
+  Timing timing;
+  timing.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  for (std::size_t k = 0; k < streams.size(); ++k) {
+    if (!streams[k].error.empty()) {
+      ranks.abort(fmt::format("stream {}: {}", k, streams[k].error), exit_failure);
+    }
+    timing.all_step_seconds.insert(timing.all_step_seconds.end(), streams[k].step_seconds.begin(),
+                                   streams[k].step_seconds.end());
+    timing.stream_images_per_sec.push_back(batch * settings.steps / streams[k].seconds);
+    timing.stream_cpus_allowed.push_back(streams[k].cpus_allowed);
+  }
+  timing.step_seconds = streams.at(0).step_seconds;
+  return timing;
+}
+
+// The median and 90th percentile of the request latencies, in ms.
+std::pair<double, double> latency_ms(std::vector<double> seconds) {
+  if (seconds.empty()) return {0, 0};
+  std::sort(seconds.begin(), seconds.end());
+  auto at = [&](double q) {
+    const auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(seconds.size()))) - 1;
+    return 1e3 * seconds[std::min(i, seconds.size() - 1)];
+  };
+  const std::size_t m = seconds.size() / 2;
+  const double median = seconds.size() % 2 == 1 ? seconds[m] : 0.5 * (seconds[m - 1] + seconds[m]);
+  return {1e3 * median, at(0.9)};
 }
 
 // What the timed steps gave.
@@ -503,6 +656,17 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
     j["losses"] = timing.losses;
   }
   j["images_per_sec"] = outcome.images_per_sec;
+  const auto [median_ms, p90_ms] = latency_ms(timing.all_step_seconds);
+  j["latency_ms"] = {{"median", median_ms}, {"p90", p90_ms}};  // per request (step)
+  j["num_streams"] = settings.streams;
+  if (settings.streams > 1) {
+    nlohmann::json per_stream = nlohmann::json::array();
+    for (std::size_t k = 0; k < timing.stream_images_per_sec.size(); ++k) {
+      per_stream.push_back({{"images_per_sec", timing.stream_images_per_sec[k]},
+                            {"cpus_allowed", timing.stream_cpus_allowed.at(k)}});
+    }
+    j["streams"] = per_stream;
+  }
   // "best": the fastest step, a floor for what the machine gives when nothing else runs on it.
   j["step_images_per_sec"] = {{"mean", outcome.stats.mean},
                               {"uncertainty", outcome.stats.uncertainty},
@@ -572,10 +736,18 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
 }
 
 void print_text_report(const BenchSettings& settings, bool forward_only,
-                       const engine::CompileReport& report, const Outcome& outcome) {
+                       const engine::CompileReport& report, const Timing& timing,
+                       const Outcome& outcome) {
   fmt::print("----------------------------------------------------------------\n");
   fmt::print("total images/sec: {:.2f}\n", outcome.images_per_sec);
   fmt::print("----------------------------------------------------------------\n");
+  if (settings.streams > 1) {
+    const auto [median_ms, p90_ms] = latency_ms(timing.all_step_seconds);
+    fmt::print(
+        "{} streams: images/sec per stream {:.2f}; latency per request: median {:.2f} ms, "
+        "p90 {:.2f} ms\n",
+        settings.streams, fmt::join(timing.stream_images_per_sec, ", "), median_ms, p90_ms);
+  }
   fmt::print(
       "GFLOP/image: {:.2f}{}, GFLOP/s: {:.1f}; memory: activations {} (peak after reuse, "
       "{} without), weights {}; {} steps, {} reorders, {} wide and {} narrow steps\n",
@@ -686,9 +858,27 @@ int BenchCommand::operator()() const {
 
   const engine::Graph graph =
       workload_graph(settings.model, settings.batch, settings.layout, !forward_only);
-  std::unique_ptr<engine::Runtime> runtime;
-  engine::Status status =
-      engine::Runtime::create(graph, compile_options(*this, settings, *ranks), &runtime);
+  const engine::CompileOptions options = compile_options(*this, settings, *ranks);
+  std::vector<Stream> streams(settings.streams);
+  engine::Status status;
+  if (settings.streams == 1) {
+    status = engine::Runtime::create(graph, options, &streams[0].runtime);
+  } else {
+    // One after another: compiling times kernels, which a neighbour's compile would disturb.
+    for (std::size_t k = 0; k < streams.size() && status.ok(); ++k) {
+      engine::CompileOptions one_lane = options;
+      one_lane.lanes = 1;
+      one_lane.lane_cpus = {settings.threads.lane_cpus.at(k)};
+      std::thread([&, k] {
+        place_stream_thread(one_lane.lane_cpus[0]);
+        status = engine::Runtime::create(graph, one_lane, &streams[k].runtime);
+        if (status.ok()) {
+          status = bind_feed(*streams[k].runtime, false, settings.batch, 0, streams[k].feed);
+        }
+      }).join();
+    }
+  }
+  std::unique_ptr<engine::Runtime>& runtime = streams[0].runtime;
   std::string compile_error;
   if (!status.ok()) {
     // A batch whose memory cannot be planned is the user's value to change, like a bad flag.
@@ -712,26 +902,28 @@ int BenchCommand::operator()() const {
     const engine::CompileReport empty;
     const engine::CompileReport& report = runtime ? runtime->report() : empty;
     const WeightDigest initial = runtime ? weight_digest(*runtime) : WeightDigest{};
-    check_ranks_agree(
-        *ranks,
-        {fmt::format("model={}", workload.model), fmt::format("batch_size={}", settings.batch),
-         fmt::format("data_format={}", engine::to_string(settings.layout)),
-         fmt::format("forward_only={}", forward_only),
-         fmt::format("num_batches={}", settings.steps),
-         fmt::format("num_warmup_batches={}", settings.warmup),
-         fmt::format("num_intra_threads={}", settings.threads.intra),
-         fmt::format("num_inter_threads={}", settings.threads.inter),
-         fmt::format("variable_update={}", variable_update),
-         fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20),
-         fmt::format("no_fusion={}", no_fusion), fmt::format("no_winograd={}", no_winograd),
-         fmt::format("no_elastic_threads={}", no_elastic_threads),
-         fmt::format("no_matrix_vector={}", no_matrix_vector),
-         fmt::format("any_layouts={}", any_layouts),
-         fmt::format("oneDNN={}", engine::onednn_runtime_version().text()),
-         fmt::format("gradient_buckets={}", report.gradient_buckets),
-         fmt::format("gradient_bytes={}", report.gradient_bytes),
-         fmt::format("initial_weights={:016x}", initial.hash)},
-        compile_error);
+    check_ranks_agree(*ranks,
+                      {fmt::format("model={}", workload.model),
+                       fmt::format("batch_size={}", settings.batch),
+                       fmt::format("data_format={}", engine::to_string(settings.layout)),
+                       fmt::format("forward_only={}", forward_only),
+                       fmt::format("num_batches={}", settings.steps),
+                       fmt::format("num_warmup_batches={}", settings.warmup),
+                       fmt::format("num_intra_threads={}", settings.threads.intra),
+                       fmt::format("num_inter_threads={}", settings.threads.inter),
+                       fmt::format("num_streams={}", settings.streams),
+                       fmt::format("variable_update={}", variable_update),
+                       fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20),
+                       fmt::format("no_fusion={}", no_fusion),
+                       fmt::format("no_winograd={}", no_winograd),
+                       fmt::format("no_elastic_threads={}", no_elastic_threads),
+                       fmt::format("no_matrix_vector={}", no_matrix_vector),
+                       fmt::format("any_layouts={}", any_layouts),
+                       fmt::format("oneDNN={}", engine::onednn_runtime_version().text()),
+                       fmt::format("gradient_buckets={}", report.gradient_buckets),
+                       fmt::format("gradient_bytes={}", report.gradient_bytes),
+                       fmt::format("initial_weights={:016x}", initial.hash)},
+                      compile_error);
     const std::vector<std::string> nodes = ranks->allgather(place.node);
     const std::vector<std::string> cpus = ranks->allgather(place.cpus_allowed);
     const std::vector<std::string> lanes = ranks->allgather(place.lanes);
@@ -740,12 +932,17 @@ int BenchCommand::operator()() const {
   }
   if (printing && !json) print_header(*this, settings, ranks->size(), places);
   if (verbose && printing) fmt::print(stderr, "{}", runtime->describe());
-  Feed feed;
-  status = bind_feed(*runtime, !forward_only, settings.batch,
-                     static_cast<std::uint64_t>(ranks->rank()) * settings.batch, feed);
-  if (!status.ok()) ranks->abort(fmt::format("setup failed: {}", status.to_string()), exit_failure);
+  if (settings.streams == 1) {
+    status = bind_feed(*runtime, !forward_only, settings.batch,
+                       static_cast<std::uint64_t>(ranks->rank()) * settings.batch, streams[0].feed);
+    if (!status.ok()) {
+      ranks->abort(fmt::format("setup failed: {}", status.to_string()), exit_failure);
+    }
+  }
 
-  const Timing timing = run_steps(*runtime, *this, settings, *ranks);
+  const Timing timing = settings.streams == 1
+                            ? run_steps(*runtime, *this, settings, *ranks)
+                            : run_streams(streams, settings.threads, *this, settings, *ranks);
   if (!trace_file.empty() && printing) {
     std::ofstream f(trace_file);
     f << engine::chrome_trace_json(runtime->take_trace());
@@ -757,19 +954,23 @@ int BenchCommand::operator()() const {
 
   const engine::CompileReport& report = runtime->report();
   const double batch = settings.batch;
+  // Images per step of all the streams together.
+  const double step_images = batch * settings.streams;
   Outcome outcome;
   const std::vector<double>& times = timing.step_seconds;
-  outcome.rank_images_per_sec = ranks->allgather(batch * settings.steps / timing.seconds);
+  outcome.rank_images_per_sec = ranks->allgather(step_images * settings.steps / timing.seconds);
   for (double x : outcome.rank_images_per_sec) outcome.images_per_sec += x;
-  outcome.stats = perf_stats(batch, times);
-  outcome.best_step_images_per_sec = batch / *std::min_element(times.begin(), times.end());
+  outcome.stats = perf_stats(step_images, times);
+  outcome.best_step_images_per_sec = step_images / *std::min_element(times.begin(), times.end());
   // Training counts 3x the forward FLOPs (forward, backward data, backward weights), as is usual.
   outcome.flops_per_image = report.flops / batch * (forward_only ? 1.0 : 3.0);
   outcome.loss = forward_only ? runtime->loss() : static_cast<float>(timing.losses.back());
   outcome.reduce_seconds_per_step = timing.reduce_seconds / settings.steps;
   outcome.exposed_seconds_per_step = timing.exposed_seconds / settings.steps;
-  bool finite = std::all_of(feed.probabilities.begin(), feed.probabilities.end(),
-                            [](float p) { return std::isfinite(p); });
+  bool finite = std::all_of(streams.begin(), streams.end(), [](const Stream& stream) {
+    return std::all_of(stream.feed.probabilities.begin(), stream.feed.probabilities.end(),
+                       [](float p) { return std::isfinite(p); });
+  });
   if (!forward_only) finite = finite && std::isfinite(runtime->loss());
   outcome.finite = ranks->sum(finite ? 0.0 : 1.0) == 0.0;
   if (settings.over_mpi() && !forward_only) {
@@ -780,7 +981,7 @@ int BenchCommand::operator()() const {
     if (json) {
       fmt::print("{}\n", json_text(json_report(*this, settings, places, report, timing, outcome)));
     } else {
-      print_text_report(settings, forward_only, report, outcome);
+      print_text_report(settings, forward_only, report, timing, outcome);
     }
     std::fflush(stdout);
   }

@@ -34,6 +34,8 @@ struct BenchCommand {
   CLI::Option* num_intra_option = nullptr;
   CLI::Option* num_inter_option = nullptr;
   std::string trace_file;
+  // Throughput streams (OpenVINO's term): independent inference requests at once, one per lane.
+  std::string num_streams = "1";
   // Data parallel across the ranks of an MPI job (tf_cnn_benchmarks' flag; see ranks.hpp).
   std::string variable_update = "replicated";
   std::string fusion_threshold_mb = "64";

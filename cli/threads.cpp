@@ -60,16 +60,28 @@ ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& ge
   const Plan everything = compute_plan(topology, all);  // one slot per usable core
   const unsigned slots = everything.threads;
 
-  if (auto chosen = first_given(request.intra, request.intra_flag, get,
-                                {"TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS"})) {
+  const std::initializer_list<const char*> intra_variables = {"TF_NUM_INTRAOP_THREADS",
+                                                              "OMP_NUM_THREADS"};
+  if (auto chosen =
+          first_given(request.intra, request.intra_flag, get,
+                      request.intra_ignores_environment ? std::initializer_list<const char*>{}
+                                                        : intra_variables)) {
     std::tie(s.intra, s.intra_source) = *chosen;
-  } else if (handed_over && handed_over->interop == s.inter) {
+  } else if (handed_over && handed_over->interop == s.inter && !request.intra_ignores_environment) {
     std::tie(s.intra, s.intra_source) = std::pair{handed_over->intra, "TFPIN_INTRA"};
   } else {
     std::tie(s.intra, s.intra_source) = std::pair{std::max(1u, slots / s.inter), "default"};
   }
 
   const unsigned total = s.inter * s.intra;
+  if (s.inter > slots && s.intra_source == "default") {
+    // Only the lanes were asked for: say so, not the intra default derived from them.
+    throw Error(
+        ErrorKind::invalid_request,
+        fmt::format("{}={}: {} lanes of one thread each are more than the {} cores "
+                    "allowed (cpus {}) (valid: 1 to {})",
+                    s.inter_source, s.inter, s.inter, slots, format_cpulist(allowed), slots));
+  }
   if (s.inter > slots || total > slots) {
     const std::string inter_text = s.inter_source == "default"
                                        ? fmt::format("{} inter-op lane", s.inter)

@@ -16,6 +16,9 @@ namespace tfpin::cli {
 struct ThreadRequest {
   std::optional<unsigned> intra;  // --num_intra_threads (0 counts as unset, as in TensorFlow)
   std::optional<unsigned> inter;  // --num_inter_threads
+  // The intra-op environment variables describe one team per process; with several throughput
+  // streams (bench --num_streams) each stream's team defaults to its share of the cores instead.
+  bool intra_ignores_environment = false;
   std::string intra_flag = "--num_intra_threads";
   std::string inter_flag = "--num_inter_threads";
 };

@@ -94,6 +94,68 @@ class BenchOutput(unittest.TestCase):
         self.assertIn("inception3a.branch1.conv", {e["name"] for e in events})
 
 
+class BenchStreams(unittest.TestCase):
+    """--num_streams: independent requests at once, one per lane, each stream on its lane's cores."""
+
+    @unittest.skipIf(len(os.sched_getaffinity(0)) < 2, "needs 2 cores")
+    def test_two_streams_on_their_own_cores(self):
+        # OMP_NUM_THREADS describes one team per process: streams split the cores regardless.
+        r = bench("--model", "googlenet", "--batch_size", "1", "--num_batches", "10",
+                  "--num_warmup_batches", "1", "--forward_only", "--num_streams", "2", "--json",
+                  env={"OMP_NUM_THREADS": "2"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual((j["num_streams"], j["interop"], j["intra"]), (2, 2, 1))
+        self.assertEqual(j["interop_source"], "--num_streams")
+        self.assertTrue(j["outputs_finite"])
+        self.assertEqual(len(j["streams"]), 2)
+        # Each stream's driving thread runs on its own lane's cores, as the kernel has it.
+        lanes = [",".join(map(str, lane)) for lane in j["lanes"]]
+        self.assertEqual([s["cpus_allowed"] for s in j["streams"]], lanes)
+        self.assertNotEqual(lanes[0], lanes[1])
+        # Every stream's requests over the wall time until the last stream ends: never more than
+        # twice the slower stream's own rate.
+        rates = [s["images_per_sec"] for s in j["streams"]]
+        self.assertGreater(min(rates), 0)
+        self.assertLessEqual(j["images_per_sec"], 2 * min(rates) * 1.0001)
+        self.assertGreater(j["latency_ms"]["median"], 0)
+        self.assertGreaterEqual(j["latency_ms"]["p90"], j["latency_ms"]["median"])
+        # The running report's step lines are stream 0's, at twice its rate.
+        t = bench("--model", "alexnet", "--batch_size", "1", "--num_batches", "10",
+                  "--num_warmup_batches", "1", "--forward_only", "--num_streams", "2")
+        self.assertEqual(t.returncode, 0, t.stderr)
+        self.assertIn("Streams:     2 (one request per lane", t.stdout)
+        self.assertRegex(t.stdout, r"2 streams: images/sec per stream [\d.]+, [\d.]+; latency per request: "
+                                   r"median [\d.]+ ms, p90 [\d.]+ ms")
+        steps = [l.split("\t")[0] for l in t.stdout.splitlines() if re.match(r"^\d+\timages/sec", l)]
+        self.assertEqual(steps, ["1", "10"], t.stdout)
+
+    def test_one_stream_is_the_default(self):
+        r = bench(*SMALL, "--num_batches", "2", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["num_streams"], 1)
+        self.assertNotIn("streams", j)
+
+    def test_refusals(self):
+        def refused(args, *fragments):
+            r = bench(*args)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            for fragment in fragments:
+                self.assertIn(fragment, r.stderr)
+        n = len(os.sched_getaffinity(0))
+        refused(["--num_streams", "2", "--model", "alexnet"], "--num_streams=2",
+                "need --forward_only")
+        refused(["--num_streams", "2", "--forward_only", "--num_inter_threads", "3"],
+                "--num_streams=2 runs one request per inter-op lane, but --num_inter_threads=3")
+        refused(["--num_streams", "2", "--forward_only", "--trace_file", "/tmp/t.json"],
+                "--trace_file traces one request at a time")
+        refused(["--num_streams", str(n + 1), "--forward_only"],
+                f"--num_streams={n + 1}: {n + 1} lanes of one thread each are more than the {n} cores",
+                f"valid: 1 to {n}")
+        refused(["--num_streams", "0", "--forward_only"], "--num_streams=0 is too small")
+
+
 class BenchTraining(unittest.TestCase):
     def test_resnet50_trains_without_forward_only(self):
         r = bench("--model", "resnet50", "--batch_size", "2", "--num_batches", "2",
