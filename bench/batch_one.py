@@ -7,6 +7,8 @@ configuration alike), `tfpin bench --forward_only --batch_size 1 --json` with
   1x2          one lane of 2 threads
   2x1          two inter-op lanes of 1 thread (steps nothing can run beside use both cores)
   2x1-fixed    the same without elastic threads (--no_elastic_threads: every step on 1 thread)
+  2 streams    throughput mode (--num_streams 2): two independent requests at once, one per
+               lane of 1 thread; images/sec of both together (each request's latency is longer)
 and, for AlexNet, fc6/fc7/fc8 from a trace: weight bytes / median step time, in GB/s and as a
 share of the bandwidth measured in the same run by a STREAM-like probe compiled on the fly
 (triad a = b + s c counted as STREAM does, 3 x 8 bytes per element, and a read-only sum, both on
@@ -90,6 +92,7 @@ CONFIGS = {
     "1x2": ["--num_inter_threads", "1", "--num_intra_threads", "2"],
     "2x1": ["--num_inter_threads", "2", "--num_intra_threads", "1"],
     "2x1-fixed": ["--num_inter_threads", "2", "--num_intra_threads", "1", "--no_elastic_threads"],
+    "2 streams": ["--num_streams", "2"],
 }
 
 
@@ -159,11 +162,11 @@ def main():
     triad, read = statistics.median(triads), statistics.median(reads)
     print(f"2 cores: FMA peak {peak or 0:.0f} GFLOP/s, memory triad {triad:.1f} GB/s, "
           f"read {read:.1f} GB/s (medians of {args.rounds} rounds)")
-    print("images/sec, batch 1 | " + " | ".join(CONFIGS) + " | 2x1 / 1x2")
+    print("images/sec, batch 1 | " + " | ".join(CONFIGS) + " | 2x1 / 1x2 | streams / 1x2")
     for model in models:
         med = {name: statistics.median(ips[(model, name)]) for name in CONFIGS}
         print(f"{model:11s} | " + " | ".join(f"{med[n]:.1f}" for n in CONFIGS) +
-              f" | {med['2x1'] / med['1x2']:.2f}")
+              f" | {med['2x1'] / med['1x2']:.2f} | {med['2 streams'] / med['1x2']:.2f}")
     for (kernel, name), values in sorted(fc.items()):
         gbs = statistics.median(values)
         print(f"AlexNet {FC_NAMES[name]} ({kernel}, 1x2): {gbs:.1f} GB/s = {100 * gbs / triad:.0f}% "

@@ -91,6 +91,8 @@ std::vector<std::string> child_command(const std::string& exe, const TuneCommand
                std::to_string(batch), "--num_batches", tune.num_batches, "--num_warmup_batches",
                tune.num_warmup_batches, "--data_format", tune.workload.data_format, "--json"});
   if (tune.workload.forward_only) argv.push_back("--forward_only");
+  if (config.streams > 1)
+    argv.insert(argv.end(), {"--num_streams", std::to_string(config.streams)});
   return argv;
 }
 
@@ -259,6 +261,11 @@ CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune) {
   sub->add_option("--plot", tune.plot, "write an SVG plot of images/sec per configuration")
       ->type_name("FILE");
   sub->add_flag("--json", tune.json, "print one JSON object (results and recommendation)");
+  sub->add_flag("--streams", tune.streams,
+                "with --forward_only: also run every configuration of several lanes as "
+                "throughput streams (bench --num_streams = lanes: one independent request per "
+                "lane), and recommend the best for serving apart from the best one-request "
+                "layout");
   return sub;
 }
 
@@ -323,10 +330,10 @@ void print_dry_run(const TuneCommand& tune, const TuneSweep& sweep, const Topolo
       sweep.configs.size(), sweep.batches.size(), fmt::join(sweep.batches, ","),
       sweep.configs.size() * sweep.batches.size(), tune.workload.model, sweep.cores,
       format_cpulist(sweep.allowed), machine.source());
-  fmt::print("{:>7}  {:>7}  {:>5}  {}\n", "threads", "interop", "intra", "lanes");
+  fmt::print("{:>7}  {:>7}  {:>5}  {:>7}  {}\n", "threads", "interop", "intra", "streams", "lanes");
   for (const TuneConfig& c : sweep.configs) {
-    fmt::print("{:>7}  {:>7}  {:>5}  {}\n", c.plan.threads, c.plan.interop, c.plan.intra,
-               lanes_text(c.plan));
+    fmt::print("{:>7}  {:>7}  {:>5}  {:>7}  {}\n", c.plan.threads, c.plan.interop, c.plan.intra,
+               c.streams, lanes_text(c.plan));
   }
   fmt::print(
       "each run, e.g.: {}\n",
@@ -342,9 +349,9 @@ void run_sweep(const TuneCommand& tune, TuneSweep& sweep, const std::string& exe
     for (std::size_t i = 0; i < sweep.configs.size(); ++i) {
       const TuneConfig& config = sweep.configs[i];
       if (progress) {
-        fmt::print(stderr, "\r\033[K[{}/{}] {} threads, {} inter-op, batch {} ...",
+        fmt::print(stderr, "\r\033[K[{}/{}] {} threads, {} inter-op{}, batch {} ...",
                    sweep.results.size() + 1, total, config.plan.threads, config.plan.interop,
-                   batch);
+                   config.streams > 1 ? fmt::format(", {} streams", config.streams) : "", batch);
       }
       const auto start = std::chrono::steady_clock::now();
       const ChildOutput output =
@@ -419,6 +426,18 @@ TuneSweep TuneCommand::plan_sweep(const Topology& machine) const {
       request.allowed = allowed;
       request.allowed_by_user = cpuset_given;
       sweep.configs.push_back({compute_plan(machine, request)});
+    }
+  }
+  if (streams) {
+    if (!workload.forward_only) {
+      usage_error(
+          "--streams measures independent inference requests and needs --forward_only (valid: "
+          "tune --forward_only --streams)");
+    }
+    const std::size_t layouts = sweep.configs.size();
+    for (std::size_t i = 0; i < layouts; ++i) {
+      const TuneConfig layout = sweep.configs[i];
+      if (layout.plan.interop > 1) sweep.configs.push_back({layout.plan, layout.plan.interop});
     }
   }
   return sweep;

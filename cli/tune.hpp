@@ -31,6 +31,7 @@ struct TuneCommand {
   std::string timeout = "0";
   bool json = false;
   bool dry_run = false;
+  bool streams = false;  // --streams: also every multi-lane configuration as throughput streams
   CLI::Option* cpuset_option = nullptr;
   // --threads and --interop given, even empty ("--threads ''" is refused, not the default).
   CLI::Option* threads_option = nullptr;
@@ -48,7 +49,8 @@ CLI::App* add_tune_command(CLI::App& app, TuneCommand& tune);
 
 // One point of the sweep: a thread layout and the plan placement computed for it.
 struct TuneConfig {
-  Plan plan;  // threads, interop, intra, lanes
+  Plan plan;             // threads, interop, intra, lanes
+  unsigned streams = 1;  // > 1: bench --num_streams (one independent request per lane)
 };
 
 // One child run: a configuration at one batch size.
@@ -79,6 +81,8 @@ std::vector<std::vector<unsigned>> lane_cpus(const Plan& plan);
 std::string lanes_text(const Plan& plan);
 // `best` is the index of the fastest result, or -1 when none ran.
 std::ptrdiff_t best_result(const TuneSweep& sweep);
+// The fastest run of a streams configuration (--streams), or -1.
+std::ptrdiff_t best_streams_result(const TuneSweep& sweep);
 std::string tune_table(const TuneSweep& sweep);
 std::string tune_bars(const TuneSweep& sweep, unsigned width = 40);
 std::string tune_recommendation(const TuneSweep& sweep);

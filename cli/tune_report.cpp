@@ -14,8 +14,23 @@ namespace tfpin::cli {
 
 namespace {
 
-std::string config_label(const Plan& plan) {
-  return fmt::format("{} thr, {} inter-op", plan.threads, plan.interop);
+std::string config_label(const TuneConfig& config) {
+  return fmt::format("{} thr, {} inter-op{}", config.plan.threads, config.plan.interop,
+                     config.streams > 1 ? fmt::format(", {} streams", config.streams) : "");
+}
+
+// The fastest of all runs, streams or not: the scale of the bars and the plot.
+double top_rate(const TuneSweep& sweep) {
+  double top = 0;
+  for (const TuneResult& r : sweep.results) {
+    if (r.ok) top = std::max(top, r.images_per_sec);
+  }
+  return top;
+}
+
+bool has_streams(const TuneSweep& sweep) {
+  return std::any_of(sweep.configs.begin(), sweep.configs.end(),
+                     [](const TuneConfig& c) { return c.streams > 1; });
 }
 
 double best_rate(const TuneSweep& sweep) {
@@ -74,10 +89,14 @@ std::vector<std::vector<unsigned>> lane_cpus(const Plan& plan) {
 
 std::string lanes_text(const Plan& plan) { return lanes_text(lane_cpus(plan)); }
 
-std::ptrdiff_t best_result(const TuneSweep& sweep) {
+namespace {
+
+// The fastest run among the one-request layouts (streams == false) or the streams ones.
+std::ptrdiff_t fastest(const TuneSweep& sweep, bool streams) {
   std::ptrdiff_t best = -1;
   for (std::size_t i = 0; i < sweep.results.size(); ++i) {
     const TuneResult& r = sweep.results[i];
+    if ((sweep.configs[r.config].streams > 1) != streams) continue;
     if (r.ok && (best < 0 ||
                  r.images_per_sec > sweep.results[static_cast<std::size_t>(best)].images_per_sec)) {
       best = static_cast<std::ptrdiff_t>(i);
@@ -86,15 +105,24 @@ std::ptrdiff_t best_result(const TuneSweep& sweep) {
   return best;
 }
 
+}  // namespace
+
+// Streams run several requests at once: their images/sec is throughput, not what one job's
+// layout gives, so the recommended layout is chosen among the others.
+std::ptrdiff_t best_result(const TuneSweep& sweep) { return fastest(sweep, false); }
+std::ptrdiff_t best_streams_result(const TuneSweep& sweep) { return fastest(sweep, true); }
+
 std::string tune_table(const TuneSweep& sweep) {
   const double best = best_rate(sweep);
-  std::string out =
-      fmt::format("{:>7}  {:>7}  {:>5}  {:>6}  {:>10}  {:>7}  {:<26}  {}\n", "threads", "interop",
-                  "intra", "batch", "images/sec", "vs best", "step spread", "lanes");
+  const bool streams = has_streams(sweep);
+  std::string out = fmt::format("{:>7}  {:>7}  {:>5}  {}{:>6}  {:>10}  {:>7}  {:<26}  {}\n",
+                                "threads", "interop", "intra", streams ? "streams  " : "", "batch",
+                                "images/sec", "vs best", "step spread", "lanes");
   for (const TuneResult& r : sweep.results) {
-    const Plan& plan = sweep.configs[r.config].plan;
-    out += fmt::format("{:>7}  {:>7}  {:>5}  {:>6}  ", plan.threads, plan.interop, plan.intra,
-                       r.batch);
+    const TuneConfig& config = sweep.configs[r.config];
+    const Plan& plan = config.plan;
+    out += fmt::format("{:>7}  {:>7}  {:>5}  {}{:>6}  ", plan.threads, plan.interop, plan.intra,
+                       streams ? fmt::format("{:>7}  ", config.streams) : "", r.batch);
     if (r.ok) {
       out += fmt::format("{:>10.1f}  {:>6.1f}%  {:<26}  {}\n", r.images_per_sec,
                          100.0 * r.images_per_sec / best, spread_text(r), lanes_text(plan));
@@ -107,21 +135,22 @@ std::string tune_table(const TuneSweep& sweep) {
 
 std::string tune_bars(const TuneSweep& sweep, unsigned width) {
   const double best = best_rate(sweep);
-  if (best <= 0) return "";
-  std::string out = fmt::format("images/sec (# = {:.3g})\n", best / width);
+  const double scale = top_rate(sweep);
+  if (scale <= 0) return "";
+  std::string out = fmt::format("images/sec (# = {:.3g})\n", scale / width);
   unsigned batch = 0;
   for (const TuneResult& r : sweep.results) {
     if (r.batch != batch || &r == &sweep.results.front()) {
       batch = r.batch;
       out += fmt::format("batch {}\n", batch);
     }
-    const std::string label = config_label(sweep.configs[r.config].plan);
+    const std::string label = config_label(sweep.configs[r.config]);
     if (!r.ok) {
-      out += fmt::format("  {:<22}|{:<{}}  failed\n", label, "", width);
+      out += fmt::format("  {:<28}|{:<{}}  failed\n", label, "", width);
       continue;
     }
-    const auto n = static_cast<unsigned>(std::lround(width * r.images_per_sec / best));
-    out += fmt::format("  {:<22}|{:<{}}  {:.1f}{}\n", label, std::string(n, '#'), width,
+    const auto n = static_cast<unsigned>(std::lround(width * r.images_per_sec / scale));
+    out += fmt::format("  {:<28}|{:<{}}  {:.1f}{}\n", label, std::string(n, '#'), width,
                        r.images_per_sec, r.images_per_sec == best ? "  <- best" : "");
   }
   return out;
@@ -140,13 +169,13 @@ std::string tune_recommendation(const TuneSweep& sweep) {
   for (unsigned batch : sweep.batches) {
     const TuneResult* top = nullptr;
     for (const TuneResult& r : sweep.results) {
-      if (r.ok && r.batch == batch && (top == nullptr || r.images_per_sec > top->images_per_sec))
+      if (r.ok && r.batch == batch && sweep.configs[r.config].streams == 1 &&
+          (top == nullptr || r.images_per_sec > top->images_per_sec))
         top = &r;
     }
     if (top != nullptr && batch != best.batch) {
-      const Plan& p = sweep.configs[top->config].plan;
-      out += fmt::format("  best at batch {}: {} ({:.1f} images/sec)\n", batch, config_label(p),
-                         top->images_per_sec);
+      out += fmt::format("  best at batch {}: {} ({:.1f} images/sec)\n", batch,
+                         config_label(sweep.configs[top->config]), top->images_per_sec);
     }
   }
   const std::size_t failed = static_cast<std::size_t>(std::count_if(
@@ -156,6 +185,17 @@ std::string tune_recommendation(const TuneSweep& sweep) {
   for (const std::string& line : sbatch_lines(plan, sweep.smt)) out += line + "\n";
   out += fmt::format("# batch size {} (e.g. tfpin bench --model {} --batch_size {})\n", best.batch,
                      sweep.workload.model, best.batch);
+  if (const std::ptrdiff_t s = best_streams_result(sweep); s >= 0) {
+    const TuneResult& served = sweep.results[static_cast<std::size_t>(s)];
+    const TuneConfig& config = sweep.configs[served.config];
+    out += fmt::format(
+        "\nServing many independent requests: {} streams x {} thread{} (one request per lane, "
+        "batch {}): {:.1f} images/sec, {:.2f}x the best one-request layout\n"
+        "# tfpin bench --model {} --forward_only --batch_size {} --num_streams {}\n",
+        config.streams, config.plan.intra, config.plan.intra == 1 ? "" : "s", served.batch,
+        served.images_per_sec, served.images_per_sec / best.images_per_sec, sweep.workload.model,
+        served.batch, config.streams);
+  }
   return out;
 }
 
@@ -186,15 +226,17 @@ nlohmann::json tune_json(const TuneSweep& sweep) {
     j["configurations"].push_back({{"threads", c.plan.threads},
                                    {"interop", c.plan.interop},
                                    {"intra", c.plan.intra},
+                                   {"streams", c.streams},
                                    {"lanes", lanes}});
   }
   const double top = best_rate(sweep);
   j["results"] = nlohmann::json::array();
   for (const TuneResult& r : sweep.results) {
     const Plan& plan = sweep.configs[r.config].plan;
-    nlohmann::json row = {
-        {"threads", plan.threads}, {"interop", plan.interop},          {"intra", plan.intra},
-        {"batch_size", r.batch},   {"status", r.ok ? "ok" : "failed"}, {"seconds", r.seconds}};
+    nlohmann::json row = {{"threads", plan.threads}, {"interop", plan.interop},
+                          {"intra", plan.intra},     {"streams", sweep.configs[r.config].streams},
+                          {"batch_size", r.batch},   {"status", r.ok ? "ok" : "failed"},
+                          {"seconds", r.seconds}};
     if (r.ok) {
       row["images_per_sec"] = r.images_per_sec;
       row["relative"] = r.images_per_sec / top;
@@ -205,8 +247,8 @@ nlohmann::json tune_json(const TuneSweep& sweep) {
     // What the child itself reported: its lanes and the kernel's CPU mask (proof of the pinning).
     if (r.child.is_object()) {
       row["child"] = nlohmann::json::object();
-      for (const char* key :
-           {"lanes", "cpus_allowed", "intra", "interop", "intra_source", "interop_source"}) {
+      for (const char* key : {"lanes", "cpus_allowed", "intra", "interop", "intra_source",
+                              "interop_source", "num_streams", "streams"}) {
         if (r.child.contains(key)) row["child"][key] = r.child[key];
       }
     }
@@ -225,6 +267,15 @@ nlohmann::json tune_json(const TuneSweep& sweep) {
   } else {
     j["best"] = nullptr;
     j["sbatch"] = nlohmann::json::array();
+  }
+  if (const std::ptrdiff_t s = best_streams_result(sweep); s >= 0) {
+    const TuneResult& served = sweep.results[static_cast<std::size_t>(s)];
+    const TuneConfig& config = sweep.configs[served.config];
+    j["best_streams"] = {{"threads", config.plan.threads},
+                         {"streams", config.streams},
+                         {"intra", config.plan.intra},
+                         {"batch_size", served.batch},
+                         {"images_per_sec", served.images_per_sec}};
   }
   return j;
 }
@@ -269,11 +320,13 @@ std::string tune_svg(const TuneSweep& sweep) {
                      top, top + plot_h);
   for (std::size_t i = 0; i < sweep.configs.size(); ++i) {
     const Plan& p = sweep.configs[i].plan;
+    const unsigned streams = sweep.configs[i].streams;
     out += fmt::format(
         "<text x=\"{0:.1f}\" y=\"{1:.1f}\" text-anchor=\"middle\" stroke=\"none\">{2} thr</text>"
         "<text x=\"{0:.1f}\" y=\"{3:.1f}\" text-anchor=\"middle\" stroke=\"none\">{4} "
-        "inter-op</text>\n",
-        x_of(i), top + plot_h + 18, p.threads, top + plot_h + 33, p.interop);
+        "{5}</text>\n",
+        x_of(i), top + plot_h + 18, p.threads, top + plot_h + 33, streams > 1 ? streams : p.interop,
+        streams > 1 ? "streams" : "inter-op");
   }
   out += fmt::format(
       "<text x=\"18\" y=\"{0:.1f}\" transform=\"rotate(-90 18 {0:.1f})\" text-anchor=\"middle\" "
@@ -307,7 +360,7 @@ std::string tune_svg(const TuneSweep& sweep) {
           "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"{}\"><title>batch {}, {}: {:.1f} "
           "images/sec</title></circle>\n",
           x, y, static_cast<std::ptrdiff_t>(i) == best ? 6 : 4, batch,
-          config_label(sweep.configs[r.config].plan), r.images_per_sec);
+          config_label(sweep.configs[r.config]), r.images_per_sec);
     }
     flush();
     out += "</g>\n";

@@ -165,6 +165,55 @@ class DryRun(unittest.TestCase):
         self.assertIn("tfpin run --enforce --threads 4 --interop 2 -- tfpin bench", r.stdout)
 
 
+class Streams(unittest.TestCase):
+    """--streams: every multi-lane layout also as throughput streams, recommended apart."""
+
+    def test_dry_run_adds_a_streams_configuration_per_multi_lane_layout(self):
+        r = tfpin("tune", "--forward_only", "--streams", "--dry-run", "--json", "--topology",
+                  "package:2 numa:1 core:4 pu:2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        got = [(c["threads"], c["interop"], c["streams"]) for c in j["configurations"]]
+        self.assertEqual(got, [(8, 1, 1), (8, 2, 1), (8, 4, 1), (8, 8, 1), (8, 2, 2), (8, 4, 4),
+                               (8, 8, 8)])
+        self.assertEqual(sum("--num_streams 4" in c for c in j["commands"]), 1)
+        self.assertEqual(sum("--num_streams" in c for c in j["commands"]), 3)
+
+    @unittest.skipIf(CORES < 2, "needs 2 cores")
+    def test_streams_are_measured_and_recommended_apart(self):
+        r = tfpin("tune", *TINY, "--batch_sizes", "1", "--threads", "2", "--streams", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        rows = {(x["interop"], x["streams"]): x for x in j["results"]}
+        self.assertEqual(sorted(rows), [(1, 1), (2, 1), (2, 2)])
+        for x in rows.values():
+            self.assertEqual(x["status"], "ok", x)
+        served = rows[(2, 2)]
+        self.assertEqual(served["child"]["num_streams"], 2)
+        # One thread per lane here: each stream's thread is bound to its lane's one cpu.
+        self.assertEqual([s["cpus_allowed"] for s in served["child"]["streams"]],
+                         [str(lane[0]) for lane in served["child"]["lanes"]])
+        # The recommended job layout is the fastest one-request run, never a streams run.
+        one = max((x for x in j["results"] if x["streams"] == 1), key=lambda x: x["images_per_sec"])
+        self.assertEqual((j["best"]["interop"], j["best"]["images_per_sec"]),
+                         (one["interop"], one["images_per_sec"]))
+        self.assertEqual((j["best_streams"]["streams"], j["best_streams"]["images_per_sec"]),
+                         (2, served["images_per_sec"]))
+        text = tfpin("tune", *TINY, "--batch_sizes", "1", "--threads", "2", "--streams")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertRegex(text.stdout, r"Serving many independent requests: 2 streams x 1 thread "
+                                      r"\(one request per lane, batch 1\): [\d.]+ images/sec")
+        self.assertIn("--forward_only --batch_size 1 --num_streams 2", text.stdout)
+        self.assertIn("2 thr, 2 inter-op, 2 streams", text.stdout)
+
+    def test_refused_for_training(self):
+        r = tfpin("tune", "--model", "alexnet", "--streams", "--threads", "1")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--streams measures independent inference requests and needs --forward_only",
+                      r.stderr)
+        self.assertEqual(r.stdout, "")
+
+
 class BadArguments(unittest.TestCase):
     def refused(self, *args, words):
         r = tfpin("tune", *args)
