@@ -238,6 +238,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   sub->add_flag("--no_matrix_vector", bench.no_matrix_vector,
                 "batch-1 inner products by oneDNN (default: tfpin's matrix-vector kernel on "
                 "AVX-512)");
+  sub->add_flag("--no_in_place_concat", bench.no_in_place_concat,
+                "batch-1 concats copy their inputs (default: the inputs are written straight into "
+                "their slices of the output)");
   sub->add_flag("--any_layouts", bench.any_layouts,
                 "let oneDNN choose convolution layouts (default: blocked nChw16c)");
   sub->add_flag("-v,--verbose", bench.verbose,
@@ -392,6 +395,7 @@ engine::CompileOptions compile_options(const BenchCommand& bench, const BenchSet
   options.winograd = !bench.no_winograd;
   options.elastic_threads = !bench.no_elastic_threads;
   options.matrix_vector = !bench.no_matrix_vector;
+  options.in_place_concat = !bench.no_in_place_concat;
   options.blocked_layouts = !bench.any_layouts;
   options.trace = !bench.trace_file.empty();
   if (!bench.workload.forward_only) {
@@ -683,6 +687,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
   j["winograd"] = !bench.no_winograd;
   j["elastic_threads"] = !bench.no_elastic_threads;
   j["matrix_vector"] = !bench.no_matrix_vector;
+  j["in_place_concat"] = !bench.no_in_place_concat;
   j["onednn"] = {{"version", engine::onednn_runtime_version().text()},
                  {"built_with", engine::onednn_build_version().text()},
                  {"runtime", engine::onednn_runtime_version().runtime},
@@ -703,6 +708,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
                   {"fused_relus", report.fused_relus},
                   {"fused_adds", report.fused_adds},
                   {"in_place_adds", report.in_place_adds},
+                  {"in_place_concats", report.in_place_concats},
                   {"trained_tensors", report.parameters}};
   j["outputs_finite"] = outcome.finite;
   j["variable_update"] = bench.variable_update;
@@ -918,6 +924,7 @@ int BenchCommand::operator()() const {
                        fmt::format("no_winograd={}", no_winograd),
                        fmt::format("no_elastic_threads={}", no_elastic_threads),
                        fmt::format("no_matrix_vector={}", no_matrix_vector),
+                       fmt::format("no_in_place_concat={}", no_in_place_concat),
                        fmt::format("any_layouts={}", any_layouts),
                        fmt::format("oneDNN={}", engine::onednn_runtime_version().text()),
                        fmt::format("gradient_buckets={}", report.gradient_buckets),

@@ -45,6 +45,7 @@ struct BenchCommand {
   bool no_winograd = false;
   bool no_elastic_threads = false;
   bool no_matrix_vector = false;
+  bool no_in_place_concat = false;
   bool any_layouts = false;
   bool verbose = false;
   int operator()() const;

@@ -16,6 +16,12 @@
 
 namespace tfpin::engine::detail {
 
+// Inference: removes each concat step whose inputs can be written in place into its output
+// (in_place_concat.cpp), making their buffers aliases of the output's; counts them in `report`
+// (in_place_concats, and no longer as wide or narrow steps of a lane of `intra` threads).
+void place_concats_in_place(std::vector<Buffer>& buffers, std::vector<Step>& steps,
+                            unsigned intra, CompileReport& report);
+
 // Carries the Status that Runtime::create returns out of the compiler and the lanes' start-up.
 struct Failure : std::exception {
   explicit Failure(Status s) : status(std::move(s)) {}

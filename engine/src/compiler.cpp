@@ -212,6 +212,9 @@ void CompiledGraph::lower(const Graph& graph) {
   }
   buffers = std::move(lowering.buffers);
   steps = std::move(lowering.steps);
+  if (!options.training && options.in_place_concat) {
+    place_concats_in_place(buffers, steps, options.intra, report);
+  }
   report.steps = static_cast<int>(steps.size());
   for (const Step& step : steps) max_step_threads = std::max(max_step_threads, step.threads);
 }
@@ -220,27 +223,50 @@ void CompiledGraph::build_dependencies() {
   const std::size_t n = steps.size();
   successors.assign(n, {});
   predecessor_counts.assign(n, 0);
+  // What an access touches: its buffer and every alias lying inside it (in_place_concat.cpp). The
+  // slices of a concat tile its output, so two accesses overlap exactly when they share one of
+  // these, and the slices of one concat stay independent of each other.
+  std::vector<std::vector<int>> touched(buffers.size());
+  for (std::size_t b = 0; b < buffers.size(); ++b) touched[b].push_back(static_cast<int>(b));
+  for (std::size_t a = 0; a < buffers.size(); ++a) {
+    const Buffer& inner = buffers[a];
+    if (inner.alias_of < 0) continue;
+    const auto root = static_cast<std::size_t>(inner.alias_of);
+    touched[root].push_back(static_cast<int>(a));
+    for (std::size_t b = 0; b < buffers.size(); ++b) {
+      const Buffer& outer = buffers[b];
+      if (b == a || outer.alias_of != inner.alias_of) continue;
+      if (outer.alias_offset <= inner.alias_offset &&
+          inner.alias_offset + inner.bytes <= outer.alias_offset + outer.bytes) {
+        touched[b].push_back(static_cast<int>(a));
+      }
+    }
+  }
   std::vector<int> last_writer(buffers.size(), -1);
   std::vector<std::vector<int>> readers(buffers.size());
   std::vector<std::vector<int>> deps(n);
   for (std::size_t s = 0; s < n; ++s) {
     const int self = static_cast<int>(s);
     for (const Arg& a : steps[s].args) {
-      auto b = static_cast<std::size_t>(a.buffer);
-      if (last_writer[b] >= 0 && last_writer[b] != self) deps[s].push_back(last_writer[b]);
-      if (a.write) {
-        for (int r : readers[b]) {
-          if (r != self) deps[s].push_back(r);
+      for (int t : touched[static_cast<std::size_t>(a.buffer)]) {
+        auto b = static_cast<std::size_t>(t);
+        if (last_writer[b] >= 0 && last_writer[b] != self) deps[s].push_back(last_writer[b]);
+        if (a.write) {
+          for (int r : readers[b]) {
+            if (r != self) deps[s].push_back(r);
+          }
         }
       }
     }
     for (const Arg& a : steps[s].args) {
-      auto b = static_cast<std::size_t>(a.buffer);
-      if (a.write) {
-        last_writer[b] = self;
-        readers[b].clear();
-      } else {
-        readers[b].push_back(self);
+      for (int t : touched[static_cast<std::size_t>(a.buffer)]) {
+        auto b = static_cast<std::size_t>(t);
+        if (a.write) {
+          last_writer[b] = self;
+          readers[b].clear();
+        } else {
+          readers[b].push_back(self);
+        }
       }
     }
     std::sort(deps[s].begin(), deps[s].end());
@@ -256,7 +282,11 @@ void CompiledGraph::place_buffers() {
   std::vector<std::vector<int>> accessors(buffers.size());
   for (std::size_t s = 0; s < n; ++s) {
     for (const Arg& a : steps[s].args) {
-      auto& acc = accessors[static_cast<std::size_t>(a.buffer)];
+      // An alias lives as long as any access to the buffer it is a slice of.
+      const int owner = buffers[static_cast<std::size_t>(a.buffer)].alias_of >= 0
+                            ? buffers[static_cast<std::size_t>(a.buffer)].alias_of
+                            : a.buffer;
+      auto& acc = accessors[static_cast<std::size_t>(owner)];
       if (acc.empty() || acc.back() != static_cast<int>(s)) acc.push_back(static_cast<int>(s));
     }
   }
@@ -280,6 +310,9 @@ void CompiledGraph::place_buffers() {
       auto bi = static_cast<std::size_t>(b);
       return (reach[static_cast<std::size_t>(a) * words + bi / 64] >> (bi % 64)) & 1u;
     });
+  }
+  for (Buffer& b : buffers) {
+    if (b.alias_of >= 0) b.offset = buffers[static_cast<std::size_t>(b.alias_of)].offset + b.alias_offset;
   }
   report.arena_bytes = memory_plan.arena_bytes;
   report.activation_bytes = memory_plan.unshared_bytes;

@@ -59,6 +59,10 @@ struct Buffer {
   int io = -1;               // input / output: index in the runtime's inputs / outputs
   AlignedBytes owned;        // weights
   std::string name;          // for describe()
+  // Arena: a slice of another arena buffer (an in-place concat's input), at a byte offset; not
+  // placed by the planner itself.
+  int alias_of = -1;
+  std::uint64_t alias_offset = 0;
 };
 
 // One argument of a step. The executor orders steps by what they read and write.

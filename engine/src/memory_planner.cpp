@@ -18,7 +18,7 @@ MemoryPlan plan_memory(std::vector<Buffer>& buffers, const std::vector<std::vect
   MemoryPlan plan;
   std::vector<int> order;
   for (std::size_t b = 0; b < buffers.size(); ++b) {
-    if (buffers[b].kind == BufferKind::arena && !accessors[b].empty()) {
+    if (buffers[b].kind == BufferKind::arena && buffers[b].alias_of < 0 && !accessors[b].empty()) {
       order.push_back(static_cast<int>(b));
       plan.unshared_bytes += align_up(buffers[b].bytes);
     }

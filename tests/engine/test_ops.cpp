@@ -223,6 +223,50 @@ TEST_P(OpTest, ConcatOfBranches) {
   check();
 }
 
+// Batch 1: concats whose inputs can be written straight into their slices disappear
+// (in_place_concat.cpp); the others still copy. Every output against the reference, 1 and 2 lanes.
+TEST_P(OpTest, ConcatInPlaceAtBatchOne) {
+  TensorId x = input("x", {1, 16, 6, 6});
+  TensorId a = g.relu(conv(x, 16, 16, 1, 1, 0, true, "a"));
+  TensorId b = g.relu(conv(x, 16, 32, 3, 1, 1, true, "b"));
+  TensorId c = conv(x, 16, 16, 1, 1, 0, true, "c");
+  TensorId inner = g.concat({a, b});        // in place
+  g.output(g.concat({inner, c}), "nested");  // in place, and so the slices inside `inner`
+  Pool2D p;
+  p.kernel = {3, 3};
+  p.padding = {1, 1, 1, 1};
+  g.output(g.max_pool(a, p), "reads_a_slice");           // another reader of a slice
+  g.output(g.concat({c, c}), "same_value_twice");         // c is a slice already: copies
+  TensorId d = conv(x, 16, 8, 1, 1, 0, true, "d");        // 8 channels: not whole blocks
+  g.output(g.concat({d, conv(x, 16, 16, 1, 1, 0, true, "e")}), "partial_block");
+  g.output(g.concat({x, conv(x, 16, 16, 3, 1, 1, true, "f")}), "graph_input");
+  check();
+  if (fusion()) EXPECT_EQ(last.in_place_concats, 2);
+
+  // The in-place residual writes into `r` after the concat read it: `r` has two writers, so the
+  // concat must copy (an alias would see the sum).
+  g = Graph();
+  inputs.clear();
+  TensorId y = input("y", {1, 64, 7, 7});
+  TensorId q = conv(y, 64, 32, 1, 1, 0, true, "q");
+  TensorId r = conv(y, 64, 64, 1, 1, 0, true, "r");
+  TensorId cat = g.concat({q, r});
+  g.output(g.relu(g.add(conv(cat, 96, 64, 1, 1, 0, true, "proj"), r)), "sum");
+  g.output(cat, "cat");
+  check();
+  if (fusion()) EXPECT_EQ(last.in_place_adds, 1);
+  if (fusion()) EXPECT_EQ(last.in_place_concats, 0);
+
+  // At batch 2 a slice is strided by the image: never in place.
+  g = Graph();
+  inputs.clear();
+  TensorId z = input("z", {2, 16, 4, 4});
+  g.output(g.concat({conv(z, 16, 16, 1, 1, 0, true, "s"), conv(z, 16, 32, 1, 1, 0, true, "t")}),
+           "batch_two");
+  check();
+  EXPECT_EQ(last.in_place_concats, 0);
+}
+
 TEST_P(OpTest, ElementwiseAdd) {
   TensorId a = input("a", {2, 16, 4, 4});
   TensorId b = input("b", {2, 16, 4, 4});

@@ -91,6 +91,9 @@ struct CompileOptions {
   // Inference at batch 1: inner products as tfpin's matrix-vector kernel on AVX-512 (weights
   // packed for one sequential stream per thread) instead of oneDNN's.
   bool matrix_vector = true;
+  // Inference at batch 1: a concat's inputs are written straight into their slices of its output
+  // (channel-outermost layouts, whole blocks of channels) and the concat step disappears.
+  bool in_place_concat = true;
   bool trace = false;  // record one event per step and run (see Runtime::trace)
   // Planned activations + weights + scratchpads above this fail with out_of_memory.
   // Unset: the machine's physical memory.
@@ -117,6 +120,7 @@ struct CompileReport {
   int fused_eltwises = 0;            // inference: other activations made post-ops (Graph::eltwise)
   int fused_adds = 0;                // residual adds turned into sum post-ops
   int in_place_adds = 0;             // ... of which write straight into the residual's buffer
+  int in_place_concats = 0;          // concats removed: their inputs write into their output
   int parameters = 0;                // training: trained tensors (each with its momentum buffer)
   int gradient_buckets = 0;          // data parallel: fused buckets reduced per step
   std::uint64_t gradient_bytes = 0;  // ... and the bytes they hold
