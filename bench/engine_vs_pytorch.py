@@ -309,10 +309,10 @@ def blas_alternative():
     return "unknown"
 
 
-def run_tfpin(exe, model, args, prefix=()):
+def run_tfpin(exe, model, args, interop, prefix=()):
     cmd = [*prefix, str(exe), "bench", "--model", model, "--batch_size", str(args.batch_size),
            "--num_batches", str(args.num_batches), "--num_warmup_batches", str(args.num_warmup_batches),
-           "--num_intra_threads", str(args.threads // args.interop), "--num_inter_threads", str(args.interop),
+           "--num_intra_threads", str(args.threads // interop), "--num_inter_threads", str(interop),
            "--data_format", "NHWC", "--json"] + ([] if args.train else ["--forward_only"])
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
@@ -339,7 +339,9 @@ def main():
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated (default: all five)")
     p.add_argument("--batch_size", type=int, default=32)
     p.add_argument("--threads", type=int, default=len(allowed_cpus()), help="cores used by each (default: all allowed)")
-    p.add_argument("--interop", type=int, default=1, help="tfpin inter-op lanes (threads = interop x intra)")
+    p.add_argument("--interop", default="1",
+                   help="tfpin inter-op lanes (threads = interop x intra); a comma-separated list runs "
+                        "tfpin once per value, and the faster per round is compared with the peers")
     p.add_argument("--num_batches", type=int, default=20)
     p.add_argument("--num_warmup_batches", type=int, default=3)
     p.add_argument("--tfpin", default=str(ROOT / "build" / "cli" / "tfpin"), help="the tfpin executable")
@@ -359,8 +361,13 @@ def main():
     for m in models:
         if m not in MODELS:
             p.error(f"--models: unknown model '{m}' (valid: {', '.join(MODELS)})")
-    if args.threads < 1 or args.threads % args.interop:
-        p.error(f"--threads={args.threads} must be a positive multiple of --interop={args.interop}")
+    try:
+        interops = [int(x) for x in args.interop.split(",")]
+    except ValueError:
+        p.error(f"--interop={args.interop}: not a comma-separated list of integers (valid: e.g. 1 or 1,2)")
+    for m in interops:
+        if m < 1 or args.threads < 1 or args.threads % m:
+            p.error(f"--threads={args.threads} must be a positive multiple of --interop={m}")
     if args.rounds < 1:
         p.error(f"--rounds={args.rounds} must be at least 1")
     peers = [x for x in args.peers.split(",") if x]
@@ -379,10 +386,16 @@ def main():
     with contextlib.ExitStack() as stack:
         root = stack.enter_context(Root(args.root)) if args.root else None
         # (label, kind, function) in the order they run in each round.
-        runners = [("tfpin", "tfpin", lambda model: run_tfpin(args.tfpin, model, args))]
+        # One tfpin runner per inter-op value ("tfpin 2x1": 2 lanes of 1 thread); "tfpin" alone
+        # when there is one value.
+        def layout(m):
+            return "" if len(interops) == 1 else f" {m}x{args.threads // m}"
+        runners = [(f"tfpin{layout(m)}", "tfpin", lambda model, m=m: run_tfpin(args.tfpin, model, args, m))
+                   for m in interops]
         if root and (root.path / ROOT_TFPIN.lstrip("/")).exists():
-            runners.append(("tfpin-root", "tfpin",
-                            lambda model: run_tfpin(ROOT_TFPIN, model, args, prefix=root.command())))
+            runners += [(f"tfpin-root{layout(m)}", "tfpin",
+                         lambda model, m=m: run_tfpin(ROOT_TFPIN, model, args, m, prefix=root.command()))
+                        for m in interops]
         if not args.no_torch:
             probe = subprocess.run([TORCH_PYTHON, "-c", "import torch, torchvision"], capture_output=True)
             if probe.returncode == 0:
@@ -401,8 +414,9 @@ def main():
         for label, kind, _ in runners:
             if kind != "tfpin":
                 continue
-            exe = args.tfpin if label == "tfpin" else ROOT_TFPIN
-            cmd = ([*root.command(), exe] if label == "tfpin-root" else [exe]) + ["--version"]
+            in_root = label.startswith("tfpin-root")
+            exe = ROOT_TFPIN if in_root else args.tfpin
+            cmd = ([*root.command(), exe] if in_root else [exe]) + ["--version"]
             out = subprocess.run(cmd, capture_output=True, text=True).stdout
             onednn = next((l.split(":", 1)[1].split("(")[0].strip() for l in out.splitlines()
                            if l.startswith("oneDNN:")), "?")
