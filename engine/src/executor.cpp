@@ -116,6 +116,8 @@ Status Executor::run() {
     lanes_finished_ = 0;
     pending_ = graph_.predecessor_counts;
     remaining_ = graph_.steps.size();
+    running_ = 0;
+    wide_running_ = false;
     ready_ = decltype(ready_)(LowerRank{&graph_.ranks});
     for (std::size_t s = 0; s < graph_.steps.size(); ++s) {
       if (pending_[s] == 0) ready_.push(static_cast<int>(s));
@@ -254,19 +256,34 @@ void Executor::run_in_order(Lane& lane, std::uint64_t run) {
   }
 }
 
+bool Executor::is_wide(int step) const {
+  return graph_.steps[static_cast<std::size_t>(step)].threads > graph_.options.intra;
+}
+
+bool Executor::may_start(int step) const {
+  return is_wide(step) ? running_ == 0 : !wide_running_;
+}
+
 void Executor::run_when_ready(Lane& lane, std::uint64_t run) {
   for (;;) {
     int step = -1;
     {
       std::unique_lock lock(mutex_);
-      ready_cv_.wait(lock, [&] { return failed_ || remaining_ == 0 || !ready_.empty(); });
+      // The most urgent step waits for its cores rather than let a less urgent one overtake it.
+      ready_cv_.wait(lock, [&] {
+        return failed_ || remaining_ == 0 || (!ready_.empty() && may_start(ready_.top()));
+      });
       if (failed_ || remaining_ == 0) return;
       step = ready_.top();
       ready_.pop();
+      ++running_;
+      wide_running_ = is_wide(step);
     }
     execute(lane, step, run);
     {
       std::lock_guard lock(mutex_);
+      --running_;
+      if (is_wide(step)) wide_running_ = false;
       for (int successor : graph_.successors[static_cast<std::size_t>(step)]) {
         if (--pending_[static_cast<std::size_t>(successor)] == 0) ready_.push(successor);
       }

@@ -93,6 +93,12 @@ class Executor {
   std::priority_queue<int, std::vector<int>, LowerRank> ready_;
   std::vector<int> pending_;  // per step: predecessors not yet done in this run
   std::size_t remaining_ = 0;
+  // A wide step's team takes every lane's cores: it starts only when no step runs, and no step
+  // starts while it runs.
+  unsigned running_ = 0;
+  bool wide_running_ = false;
+  [[nodiscard]] bool is_wide(int step) const;
+  [[nodiscard]] bool may_start(int step) const;  // under mutex_
   std::atomic<bool> failed_ = false;
   std::string failure_;
 

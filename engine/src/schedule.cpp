@@ -1,5 +1,7 @@
 #include "schedule.hpp"
 
+#include "tfpin/engine/version.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <functional>
@@ -20,6 +22,28 @@ constexpr double team_fork_join_us = 6.0;
 // saves. Above `wide_min_us` a serial node is worth the cores of every lane.
 constexpr double narrow_max_us = 12.0;
 constexpr double wide_min_us = 25.0;
+// A team spanning every lane's cores loses time to load imbalance on a batch-1 layer (work split
+// into few blocks), about this much per wide step here: GoogLeNet's blocks of small layers run
+// faster on lanes of one thread though one branch is twice the others, ResNet-50's chain beside
+// its projection runs faster wide (bench/batch_one.py).
+constexpr double wide_step_overhead_us = 75.0;
+// Winograd F(4x4, 3x3) (oneDNN 2.x, inference) runs a 3x3 stride-1 convolution in about this
+// share of its direct-FLOP time at batch 1 here (ResNet-50's: 0.5 to 0.85): without it GoogLeNet's
+// blocks look unbalanced, their 3x3 branches being Winograd's.
+constexpr double winograd_time_share = 0.55;
+// The model is rough: a region goes wide only on a clear modelled win (GoogLeNet's 3a/3b blocks,
+// 1.08-1.13, ran faster on lanes; ResNet-50's downsampling blocks, 1.3, and Inception v3's
+// reduction blocks, 1.3-1.45, wide).
+constexpr double wide_region_margin = 1.15;
+
+bool winograd_shape(const Ir& ir, int node) {
+  const Node& n = ir.nodes[static_cast<std::size_t>(node)];
+  if (n.kind != OpKind::convolution || n.inputs.size() < 2) return false;
+  const auto& a = std::get<Conv2D>(n.attrs);
+  const Dims& w = ir.values[static_cast<std::size_t>(n.inputs[1])].dims;
+  return a.groups == 1 && w[2] == 3 && w[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1 &&
+         a.dilation[0] == 1 && a.dilation[1] == 1;
+}
 
 double elements(const Dims& dims) { return static_cast<double>(element_count(dims)); }
 
@@ -141,6 +165,81 @@ std::vector<bool> serial_nodes(const Ir& ir, const std::vector<int>& order) {
   return serial;
 }
 
+namespace {
+
+// The regions between serial nodes: the other live nodes, each region in topological order.
+std::vector<std::vector<int>> parallel_regions(const std::vector<int>& order,
+                                               const std::vector<bool>& serial) {
+  std::vector<std::vector<int>> regions(1);
+  for (int i : order) {
+    if (!serial[static_cast<std::size_t>(i)]) {
+      regions.back().push_back(i);
+    } else if (!regions.back().empty()) {
+      regions.emplace_back();
+    }
+  }
+  if (regions.back().empty()) regions.pop_back();
+  return regions;
+}
+
+// Modelled time of a region on `lanes` lanes taking the ready node of longest remaining path
+// first, as the executor does (greedy list scheduling).
+double lanes_makespan(const std::vector<int>& region, const std::vector<double>& cost_us,
+                      const std::vector<std::vector<int>>& preds, unsigned lanes) {
+  const std::size_t n = region.size();
+  std::vector<int> position(preds.size(), -1);
+  for (std::size_t k = 0; k < n; ++k) position[static_cast<std::size_t>(region[k])] = static_cast<int>(k);
+  std::vector<std::vector<int>> inside(n);  // predecessors within the region, by position
+  std::vector<double> rank(n, 0.0);
+  for (std::size_t k = 0; k < n; ++k) {
+    for (int p : preds[static_cast<std::size_t>(region[k])]) {
+      if (position[static_cast<std::size_t>(p)] >= 0) inside[k].push_back(position[static_cast<std::size_t>(p)]);
+    }
+  }
+  // Longest path to the region's end. Positions are topological: when k is visited, rank[k]
+  // already holds the longest path of its successors.
+  for (std::size_t k = n; k-- > 0;) {
+    rank[k] += cost_us[k];
+    for (int p : inside[k]) {
+      auto& r = rank[static_cast<std::size_t>(p)];
+      r = std::max(r, rank[k]);
+    }
+  }
+  std::vector<double> finish(n, -1.0);
+  std::vector<double> lane_free(std::max(1u, lanes), 0.0);
+  double makespan = 0;
+  for (std::size_t started = 0; started < n; ++started) {
+    auto lane = std::min_element(lane_free.begin(), lane_free.end());
+    int best = -1;
+    double best_start = 0;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (finish[k] >= 0) continue;
+      double earliest = 0;
+      bool ready = true;
+      for (int p : inside[k]) {
+        const double f = finish[static_cast<std::size_t>(p)];
+        ready = ready && f >= 0;
+        earliest = std::max(earliest, f);
+      }
+      if (!ready) continue;
+      const double start = std::max(*lane, earliest);
+      // Earliest start first; among equal starts the longest remaining path.
+      if (best < 0 || start < best_start ||
+          (start == best_start && rank[k] > rank[static_cast<std::size_t>(best)])) {
+        best = static_cast<int>(k);
+        best_start = start;
+      }
+    }
+    const auto b = static_cast<std::size_t>(best);
+    finish[b] = best_start + cost_us[b];
+    *lane = finish[b];
+    makespan = std::max(makespan, finish[b]);
+  }
+  return makespan;
+}
+
+}  // namespace
+
 std::vector<unsigned> node_threads(const Ir& ir, const std::vector<int>& order,
                                    const CompileOptions& options) {
   std::vector<unsigned> threads(ir.nodes.size(), 0);
@@ -150,12 +249,35 @@ std::vector<unsigned> node_threads(const Ir& ir, const std::vector<int>& order,
   // Wide steps need a core per thread: lanes without cores of their own would share one.
   const bool can_widen = elastic && options.lanes > 1 && !options.lane_cpus.empty();
   const std::vector<bool> serial = can_widen ? serial_nodes(ir, order) : std::vector<bool>();
+  // Nodes that run wide: serial ones, and every node of a region whose lanes would idle while one
+  // long branch finishes (an Inception reduction block's big convolution, ResNet's chain beside
+  // its projection): there the whole region runs one step at a time on every lane's cores.
+  std::vector<bool> widen = serial;
+  if (can_widen) {
+    const std::vector<std::vector<int>> preds = node_predecessors(ir);
+    const bool winograd = options.winograd && onednn_offers_winograd();
+    for (const std::vector<int>& region : parallel_regions(order, serial)) {
+      std::vector<double> lane_us;
+      double wide_us = 0;
+      for (int i : region) {
+        const Cost cost = node_cost(ir, i);
+        const double share = winograd && winograd_shape(ir, i) ? winograd_time_share : 1.0;
+        lane_us.push_back(modelled_microseconds(cost, intra) * share);
+        wide_us += lane_us.back() >= wide_min_us
+                       ? modelled_microseconds(cost, all) * share + wide_step_overhead_us
+                       : lane_us.back();
+      }
+      if (wide_us * wide_region_margin < lanes_makespan(region, lane_us, preds, options.lanes)) {
+        for (int i : region) widen[static_cast<std::size_t>(i)] = true;
+      }
+    }
+  }
   for (int i : order) {
     const auto node = static_cast<std::size_t>(i);
     threads[node] = intra;
     if (!elastic) continue;
     const Cost cost = node_cost(ir, i);
-    if (can_widen && serial[node] && modelled_microseconds(cost, intra) >= wide_min_us) {
+    if (can_widen && widen[node] && modelled_microseconds(cost, intra) >= wide_min_us) {
       threads[node] = all;
     } else if (intra > 1 && modelled_microseconds(cost, 1) < narrow_max_us) {
       threads[node] = 1;

@@ -5,7 +5,10 @@
 // Threads per node (CompileOptions::elastic_threads, inference):
 // - wide: a node that no other node can run beside (every other node is its ancestor or its
 //   descendant: a network's stem, a VGG or AlexNet layer, most of ResNet) runs on the cores of
-//   every lane, since the other lanes would idle anyway;
+//   every lane, since the other lanes would idle anyway; so does every node of a region between
+//   two such nodes when lanes would idle beside its longest branch (modelled by list scheduling
+//   on the lanes against running it step by step wide: ResNet's downsampling blocks, Inception
+//   v3's reduction blocks). The executor runs a wide step alone;
 // - narrow: a node too small to repay waking a team (batch-1 pooling, concat, small 1x1
 //   convolutions) runs on the lane's own thread alone;
 // - else: the lane's `intra` threads.

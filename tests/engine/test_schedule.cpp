@@ -145,6 +145,53 @@ TEST(Schedule, SerialStepsRunOnEveryLanesCores) {
   for (const auto& [name, n] : threads_by_step(fixed.trace)) EXPECT_EQ(n, 1u) << name;
 }
 
+TensorId conv1x1(Graph& g, TensorId x, std::int64_t in, std::int64_t out, const std::string& name,
+                 unsigned seed) {
+  const TensorId w = g.constant(name + ".w", {out, in, 1, 1},
+                                random_values(static_cast<std::size_t>(out * in), seed));
+  return g.convolution(x, w, no_tensor, Conv2D{}, name);
+}
+
+// ResNet's downsampling block, stretched: a chain of four 1x1 convolutions beside one. On two lanes
+// of one thread the single one would leave its lane idle for most of the chain.
+Graph unbalanced_graph() {
+  Graph g;
+  const TensorId x = g.input("x", {1, 64, 28, 28});
+  const TensorId stem = g.relu(conv1x1(g, x, 64, 64, "stem", 1));
+  TensorId chain = g.relu(conv1x1(g, stem, 64, 128, "chain0", 10));
+  chain = g.relu(conv1x1(g, chain, 128, 128, "chain1", 20));
+  chain = g.relu(conv1x1(g, chain, 128, 256, "chain2", 30));
+  chain = conv1x1(g, chain, 256, 256, "chain3", 40);
+  const TensorId projection = conv1x1(g, stem, 64, 256, "projection", 50);
+  const TensorId sum = g.relu(g.add(chain, projection));
+  g.output(conv1x1(g, sum, 256, 64, "head", 60), "y");
+  return g;
+}
+
+TEST(Schedule, UnbalancedRegionRunsWideOneStepAtATime) {
+  if (allowed_cpus() < 2) GTEST_SKIP() << "needs 2 cpus to pin 2 lanes";
+  CompileOptions options;
+  options.lanes = 2;
+  options.lane_cpus = first_cpus(2);
+  const Result elastic = run(unbalanced_graph(), options, 4);
+  options.elastic_threads = false;
+  const Result fixed = run(unbalanced_graph(), options);
+  expect_close(elastic.y, fixed.y);
+  const auto threads = threads_by_step(elastic.trace);
+  for (const char* step : {"stem", "chain0", "chain1", "chain2", "chain3", "projection", "head"}) {
+    EXPECT_EQ(threads.at(step), 2u) << step;
+  }
+  // A wide step's team has every lane's cores: nothing may run beside it.
+  for (const TraceEvent& a : elastic.trace) {
+    for (const TraceEvent& b : elastic.trace) {
+      if (&a == &b || a.run != b.run || (a.threads < 2 && b.threads < 2)) continue;
+      const bool overlap = a.start_us < b.start_us + b.duration_us &&
+                           b.start_us < a.start_us + a.duration_us;
+      EXPECT_FALSE(overlap) << a.name << " and " << b.name << " ran together in run " << a.run;
+    }
+  }
+}
+
 TEST(Schedule, UnpinnedLanesStayNarrow) {
   // Without cores of their own, a wide team would share a core with the other lane.
   CompileOptions options;
