@@ -286,8 +286,11 @@ std::string encode_topology(const Topology& topology, std::string_view key) {
     for (unsigned pu : core.pus) text += fmt::format(" {}", pu);
     text += '\n';
   }
-  text += fmt::format("checksum {:016x}\n", fnv1a(text));
-  return text;
+  return seal_topology_text(text);
+}
+
+std::string seal_topology_text(std::string_view body) {
+  return fmt::format("{}checksum {:016x}\n", body, fnv1a(body));
 }
 
 std::optional<Topology> decode_topology(std::string_view text, std::string_view key,

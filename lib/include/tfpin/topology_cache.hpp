@@ -35,6 +35,10 @@ std::optional<std::string> host_topology_key();
 // The file's text: a header, the key, the data, a checksum of all of it.
 std::string encode_topology(const Topology& topology, std::string_view key);
 
+// `body` (header, key and data lines, each ending in a newline) with its checksum line appended:
+// what encode_topology does last, for tests and the fuzz target that build bodies of their own.
+std::string seal_topology_text(std::string_view body);
+
 // The topology in `text` if it is complete, consistent, its checksum right and its key `key`;
 // otherwise nullopt and `why` says what is wrong (for a warning). Never throws on bad input.
 std::optional<Topology> decode_topology(std::string_view text, std::string_view key,
