@@ -14,13 +14,37 @@
 
 /* Stubs of what the loading process provides (never called here). */
 int spank_context(void) { return 0; }
-int spank_get_item(void *s, int item, ...) { (void)s; (void)item; return 1; }
-int spank_getenv(void *s, const char *v, char *b, int l) { (void)s; (void)v; (void)b; (void)l; return 1; }
-int spank_setenv(void *s, const char *v, const char *x, int o) { (void)s; (void)v; (void)x; (void)o; return 1; }
-int spank_unsetenv(void *s, const char *v) { (void)s; (void)v; return 1; }
-int spank_option_register(void *s, void *o) { (void)s; (void)o; return 1; }
-void slurm_error(const char *f, ...) { (void)f; }
-void slurm_info(const char *f, ...) { (void)f; }
+int spank_get_item(void* s, int item, ...) {
+  (void)s;
+  (void)item;
+  return 1;
+}
+int spank_getenv(void* s, const char* v, char* b, int l) {
+  (void)s;
+  (void)v;
+  (void)b;
+  (void)l;
+  return 1;
+}
+int spank_setenv(void* s, const char* v, const char* x, int o) {
+  (void)s;
+  (void)v;
+  (void)x;
+  (void)o;
+  return 1;
+}
+int spank_unsetenv(void* s, const char* v) {
+  (void)s;
+  (void)v;
+  return 1;
+}
+int spank_option_register(void* s, void* o) {
+  (void)s;
+  (void)o;
+  return 1;
+}
+void slurm_error(const char* f, ...) { (void)f; }
+void slurm_info(const char* f, ...) { (void)f; }
 
 static double now_us(void) {
   struct timespec ts;
@@ -28,18 +52,18 @@ static double now_us(void) {
   return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
 }
 
-static int by_value(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
+static int by_value(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
   return (x > y) - (x < y);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s PLUGIN.so [RUNS]\n", argv[0]);
     return 2;
   }
   const int runs = argc > 2 ? atoi(argv[2]) : 40;
-  double *times = calloc((size_t)(runs > 0 ? runs : 1), sizeof *times);
+  double* times = calloc((size_t)(runs > 0 ? runs : 1), sizeof *times);
   int n = 0;
   for (int i = 0; i < runs; ++i) {
     int out[2];
@@ -47,7 +71,7 @@ int main(int argc, char **argv) {
     const pid_t pid = fork();
     if (pid == 0) {
       const double t0 = now_us();
-      void *handle = dlopen(argv[1], RTLD_LAZY | RTLD_LOCAL);
+      void* handle = dlopen(argv[1], RTLD_LAZY | RTLD_LOCAL);
       double us = now_us() - t0;
       if (handle == NULL) {
         fprintf(stderr, "%s\n", dlerror());

@@ -12,12 +12,14 @@
 // Each task asks for --tf-threads=2 --tf-interop=2 and is planned on this process's CPUs (two
 // cores of the machine, as a task with 2 CPUs of a 192-core node is), bound and given its
 // environment. Also: the cost of a job that does not ask for tfpin, in srun/sbatch (allocator and
-// local contexts) and per task (bench/plugin_load_cost.c times loading the plugin itself).
+// local contexts) and per task (bench/plugin_load_cost.c times loading the plugin itself); and
+// hwloc's own costs (init, live load, XML load) in fresh processes against decoding the cache.
 //
 //     ninja -C build bench/plugin-task-cost
 //     flock /tmp/tfpin-cpu.lock build/bench/plugin-task-cost [--rounds 5] [--tasks 1,16,128]
 //         [MACHINE.xml ...]
 #include <fmt/format.h>
+#include <hwloc.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -128,9 +130,12 @@ enum class Mode {
 
 const char* mode_name(Mode mode) {
   switch (mode) {
-    case Mode::hwloc_per_task: return "hwloc load in every task (before)";
-    case Mode::cache_per_task: return "cache file read in every task";
-    case Mode::step: return "step reads cache, tasks inherit";
+    case Mode::hwloc_per_task:
+      return "hwloc load in every task (before)";
+    case Mode::cache_per_task:
+      return "cache file read in every task";
+    case Mode::step:
+      return "step reads cache, tasks inherit";
   }
   return "";
 }
@@ -177,6 +182,69 @@ void idle_path(int rounds) {
   }
 }
 
+// Runs `body` in `runs` fresh children (forked before this process has loaded hwloc's plugins)
+// and returns the median of the µs each reports.
+template <typename Body>
+double median_in_children(int runs, Body body) {
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    int out[2];
+    if (pipe(out) != 0) std::exit(1);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const double t0 = seconds(CLOCK_MONOTONIC);
+      body();
+      const double us = (seconds(CLOCK_MONOTONIC) - t0) * 1e6;
+      if (write(out[1], &us, sizeof us) != sizeof us) _exit(1);
+      _exit(0);
+    }
+    close(out[1]);
+    double us = 0;
+    if (read(out[0], &us, sizeof us) == sizeof us) times.push_back(us);
+    close(out[0]);
+    waitpid(pid, nullptr, 0);
+  }
+  return percentile(times, 0.5);
+}
+
+// Where a task's time went before the cache: hwloc's init (its plugins), a live discovery of this
+// host, an XML load; against decoding the cache's text. Fresh processes, as each task was.
+void hwloc_costs(const std::vector<Machine>& machines, int rounds) {
+  const int runs = rounds * 8;
+  fmt::print("\nhwloc in a fresh process (median of {} children), µs:\n", runs);
+  fmt::print("  {:<46} {:7.0f}\n", "hwloc_topology_init + destroy", median_in_children(runs, [] {
+               hwloc_topology_t t = nullptr;
+               hwloc_topology_init(&t);
+               hwloc_topology_destroy(t);
+             }));
+  for (const Machine& machine : machines) {
+    const std::string what = machine.xml.empty() ? "Topology::host() (live, this host)"
+                                                 : "Topology::xml_file(" + machine.name + ")";
+    fmt::print("  {:<46} {:7.0f}\n", what, median_in_children(runs, [&machine] {
+                 if (machine.xml.empty()) {
+                   (void)tfpin::Topology::host();
+                 } else {
+                   (void)tfpin::Topology::xml_file(machine.xml);
+                 }
+               }));
+  }
+  fmt::print("the node's topology cache instead: decode_topology of its text, median of {}, µs:\n",
+             runs);
+  for (const Machine& machine : machines) {
+    const tfpin::Topology t =
+        machine.xml.empty() ? tfpin::Topology::host() : tfpin::Topology::xml_file(machine.xml);
+    const std::string text = tfpin::encode_topology(t, "k");
+    std::vector<double> times;
+    std::string why;
+    for (int i = 0; i < runs; ++i) {
+      const double t0 = seconds(CLOCK_MONOTONIC);
+      const bool ok = tfpin::decode_topology(text, "k", why).has_value();
+      times.push_back(ok ? (seconds(CLOCK_MONOTONIC) - t0) * 1e6 : -1);
+    }
+    fmt::print("  {:<46} {:7.1f}  ({} bytes)\n", machine.name, percentile(times, 0.5), text.size());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -197,8 +265,7 @@ int main(int argc, char** argv) {
     } else if (arg.ends_with(".xml")) {
       xmls.push_back(arg);
     } else {
-      fmt::print(stderr, "usage: {} [--rounds R] [--tasks 1,16,128] [X.xml...]\n",
-                 argv[0]);
+      fmt::print(stderr, "usage: {} [--rounds R] [--tasks 1,16,128] [X.xml...]\n", argv[0]);
       return 2;
     }
   }
@@ -211,6 +278,7 @@ int main(int argc, char** argv) {
   for (const std::string& xml : xmls) {
     machines.push_back({std::filesystem::path(xml).stem().string(), xml});
   }
+  hwloc_costs(machines, rounds);  // first: nothing in this process has loaded hwloc yet
   const std::optional<std::string> key = tfpin::host_topology_key();
   if (!key) {
     fmt::print(stderr, "no boot id: the topology cache cannot be used here\n");
@@ -221,11 +289,13 @@ int main(int argc, char** argv) {
   const std::string dir = templ;
   chmod(dir.c_str(), 0755);
 
-  fmt::print("tfpin.so per-task launch cost: --tf-threads=2 --tf-interop=2, shim=no; {} rounds, "
-             "K tasks started together\n",
-             rounds);
-  fmt::print("µs: step = slurm_spank_init + init_post_opt once per step (median); task = "
-             "slurm_spank_task_init, median / p90 over all tasks of all rounds\n");
+  fmt::print(
+      "tfpin.so per-task launch cost: --tf-threads=2 --tf-interop=2, shim=no; {} rounds, "
+      "K tasks started together\n",
+      rounds);
+  fmt::print(
+      "µs: step = slurm_spank_init + init_post_opt once per step (median); task = "
+      "slurm_spank_task_init, median / p90 over all tasks of all rounds\n");
   for (const Machine& machine : machines) {
     std::string shape = "this host";
     if (!machine.xml.empty()) {

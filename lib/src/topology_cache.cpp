@@ -129,8 +129,7 @@ bool number(std::string_view& line, Number& value) {
   return ec == std::errc{} && ptr == word.data() + word.size();
 }
 
-std::optional<Topology> decode_body(std::string_view body, std::string_view key,
-                                    std::string& why) {
+std::optional<Topology> decode_body(std::string_view body, std::string_view key, std::string& why) {
   Lines lines(body);
   std::string_view line;
   if (!lines.next(line) || line != header) {
@@ -146,10 +145,9 @@ std::optional<Topology> decode_body(std::string_view body, std::string_view key,
     return std::nullopt;
   }
   unsigned packages = 0;
-  constexpr std::string_view packages_tag = "packages ";
-  if (!lines.next(line) || !line.starts_with(packages_tag) ||
-      !number(line = line.substr(packages_tag.size()), packages) || !line.empty() ||
-      packages == 0) {
+  std::string_view word;
+  if (!lines.next(line) || !split_word(line, word) || word != "packages" ||
+      !number(line, packages) || !line.empty() || packages == 0) {
     why = "bad package count";
     return std::nullopt;
   }
@@ -158,8 +156,10 @@ std::optional<Topology> decode_body(std::string_view body, std::string_view key,
   std::set<unsigned> numa_ids;
   std::set<unsigned> pus;
   while (lines.next(line)) {
-    std::string_view word;
-    if (!split_word(line, word)) break;
+    if (!split_word(line, word)) {
+      why = "empty line";
+      return std::nullopt;
+    }
     if (word == "numa") {
       NumaNode node;
       if (!cores.empty() || !number(line, node.os_index) || !number(line, node.local_memory) ||
@@ -202,12 +202,13 @@ std::optional<Topology> decode_body(std::string_view body, std::string_view key,
 
 struct ReadResult {
   std::optional<Topology> topology;
-  std::string why;       // set when the file exists and is not used
+  std::string why;          // set when the file exists and is not used
   bool usable_dir = false;  // the directory is safe to write into
 };
 
 std::string describe_owner(const struct stat& st, uid_t owner, std::string_view what) {
-  if (st.st_uid != owner) return fmt::format("{} is owned by uid {}, not {}", what, st.st_uid, owner);
+  if (st.st_uid != owner)
+    return fmt::format("{} is owned by uid {}, not {}", what, st.st_uid, owner);
   if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     return fmt::format("{} is writable by group or others (mode {:04o})", what,
                        st.st_mode & 07777U);
@@ -276,8 +277,8 @@ std::optional<std::string> host_topology_key() {
 }
 
 std::string encode_topology(const Topology& topology, std::string_view key) {
-  std::string text = fmt::format("{}\nkey {}\npackages {}\n", header, one_line(key),
-                                 topology.package_count());
+  std::string text =
+      fmt::format("{}\nkey {}\npackages {}\n", header, one_line(key), topology.package_count());
   for (const NumaNode& node : topology.numa_nodes()) {
     text += fmt::format("numa {} {}\n", node.os_index, node.local_memory);
   }
@@ -367,8 +368,8 @@ CachedTopology load_host_topology(const TopologyCacheOptions& options,
     } else if (errno == EEXIST) {
       read.usable_dir = read_cache(options, *key).usable_dir;
     } else {
-      problem = fmt::format("topology cache {}: cannot create the directory: {}",
-                            options.directory, std::strerror(errno));
+      problem = fmt::format("topology cache {}: cannot create the directory: {}", options.directory,
+                            std::strerror(errno));
     }
   }
   if (may_write && read.usable_dir) {

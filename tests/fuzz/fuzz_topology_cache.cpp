@@ -34,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     FUZZ_CHECK(again->cores()[i].pus == machine->cores()[i].pus &&
                again->cores()[i].numa == machine->cores()[i].numa);
   }
-  FUZZ_CHECK(!tfpin::decode_topology(tfpin::encode_topology(*machine, key), "format=1;boot=2", why));
+  FUZZ_CHECK(
+      !tfpin::decode_topology(tfpin::encode_topology(*machine, key), "format=1;boot=2", why));
   if (pus.size() <= 4096) {
     try {
       tfpin::PlacementRequest request;

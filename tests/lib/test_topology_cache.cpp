@@ -1,7 +1,5 @@
 // The node's topology cache (tfpin/topology_cache.hpp): what it stores gives the same plans as the
 // hwloc load it replaces, and a file that is damaged, foreign, stale or not root's is never used.
-#include "tfpin/topology_cache.hpp"
-
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,15 +11,15 @@
 
 #include "plan_checks.hpp"
 #include "tfpin/placement.hpp"
+#include "tfpin/topology_cache.hpp"
 
 using tfpin::Topology;
 
 namespace {
 
 const std::vector<std::string> machines = {
-    "broadwell-2x18-ht.xml", "skylake-2x20.xml",  "platinum8180-2x28-ht.xml",
-    "knl-68x4-quad.xml",     "knl-68x4-snc4.xml", "offline-8x2.xml",
-    "epyc-2x96-8numa-ht.xml"};
+    "broadwell-2x18-ht.xml", "skylake-2x20.xml", "platinum8180-2x28-ht.xml", "knl-68x4-quad.xml",
+    "knl-68x4-snc4.xml",     "offline-8x2.xml",  "epyc-2x96-8numa-ht.xml"};
 
 // Every lane, NUMA node, memory policy and warning of a plan, as one comparable text.
 std::string plan_text(const tfpin::Plan& plan) {
@@ -46,8 +44,8 @@ std::vector<std::string> plans(const Topology& topology) {
       tfpin::PlacementRequest request;
       request.interop = interop;
       request.interop_is_default = true;
-      request.hyperthreads = hyperthreads ? tfpin::HyperthreadPolicy::all
-                                          : tfpin::HyperthreadPolicy::one_per_core;
+      request.hyperthreads =
+          hyperthreads ? tfpin::HyperthreadPolicy::all : tfpin::HyperthreadPolicy::one_per_core;
       out.push_back(plan_text(tfpin::compute_plan(topology, request)));
     }
   }
@@ -136,6 +134,16 @@ TEST(TopologyCache, InconsistentDataIsRefusedEvenWithItsChecksum) {
   EXPECT_FALSE(tfpin::decode_topology(tfpin::encode_topology(package, "k"), "k", why));
   const Topology order(std::vector<tfpin::Core>{{1, 0, 0, {0}}, {0, 0, 0, {1}}}, {{0, 0}}, 1, "t");
   EXPECT_FALSE(tfpin::decode_topology(tfpin::encode_topology(order, "k"), "k", why));
+  // Sealed by hand: a blank line does not end the data early, a stray word is not skipped.
+  const std::string body = "tfpin-topology-cache 1\nkey k\npackages 1\nnuma 0 0\ncore 0 0 0 0\n";
+  ASSERT_TRUE(tfpin::decode_topology(tfpin::seal_topology_text(body), "k", why)) << why;
+  EXPECT_FALSE(
+      tfpin::decode_topology(tfpin::seal_topology_text(body + "\ncore 1 0 0 0\n"), "k", why));
+  EXPECT_EQ(why, "empty line");
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::seal_topology_text(body + "cpu 1\n"), "k", why));
+  EXPECT_FALSE(
+      tfpin::decode_topology(tfpin::seal_topology_text(body + "core 1 0 0 1 x\n"), "k", why));
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::seal_topology_text(body + "numa 1 0\n"), "k", why));
 }
 
 // load_host_topology against a directory of this test's own, with a "live" load that is a fixture
