@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <vector>
 
 #include "contexts.hpp"
@@ -87,8 +88,8 @@ void prepare_step(spank_t spank, const SiteConfig& site, const JobOptions& optio
   if (!planned) return;
   try {
     step_topology = node_topology(site, step_label(spank));
-  } catch (const Error&) {
-    // Each task loads it again and reports the failure under the site's on_error.
+  } catch (const std::exception&) {
+    // Only a shortcut: each task loads it again and reports a failure under the site's on_error.
   }
 }
 
@@ -133,10 +134,11 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
     return 0;
   };
 
-  std::optional<Topology> topology;
+  std::optional<Topology> own_topology;  // when slurmstepd did not load the step's
+  const Topology* topology = step_topology ? &*step_topology : nullptr;
   Plan plan;
   try {
-    topology = step_topology ? *step_topology : node_topology(site, label);
+    if (topology == nullptr) topology = &own_topology.emplace(node_topology(site, label));
     PlacementRequest request = make_request(options, site);
     request.allowed = current_affinity();
     plan = compute_plan(*topology, request);
