@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <vector>
 
 #include "contexts.hpp"
@@ -12,6 +13,7 @@
 #include "tfpin/binding.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/report.hpp"
+#include "tfpin/topology_cache.hpp"
 
 namespace tfpin::plugin {
 namespace {
@@ -41,21 +43,55 @@ EnvAccess task_environment(spank_t spank) {
           [spank](const std::string& name) { spank_unsetenv(spank, name.c_str()); }};
 }
 
-std::string task_label(spank_t spank) {
+// "job 42 step 0" (batch, extern, interactive for Slurm's special steps).
+std::string step_label(spank_t spank) {
   uint32_t job = 0;
   uint32_t step = 0;
-  uint32_t task = 0;
   spank_get_item(spank, S_JOB_ID, &job);
   spank_get_item(spank, S_JOB_STEPID, &step);
-  spank_get_item(spank, S_TASK_GLOBAL_ID, &task);
   std::string step_name = std::to_string(step);
   if (step == SLURM_BATCH_SCRIPT) step_name = "batch";
   if (step == SLURM_EXTERN_CONT) step_name = "extern";
   if (step == SLURM_INTERACTIVE_STEP) step_name = "interactive";
-  return fmt::format("job {} step {} task {}", job, step_name, task);
+  return fmt::format("job {} step {}", job, step_name);
+}
+
+std::string task_label(spank_t spank) {
+  uint32_t task = 0;
+  spank_get_item(spank, S_TASK_GLOBAL_ID, &task);
+  return fmt::format("{} task {}", step_label(spank), task);
+}
+
+// The topology prepare_step loaded in slurmstepd; each forked task has its own copy.
+std::optional<Topology> step_topology;
+
+// The node's topology through its cache (site key topology_cache). Written only as root: tasks
+// run as the job's user and only read.
+Topology node_topology(const SiteConfig& site, const std::string& label) {
+  TopologyCacheOptions cache;
+  cache.directory = site.topology_cache;
+  CachedTopology loaded = load_host_topology(cache);
+  if (!loaded.warning.empty()) report_warning(label + ": " + loaded.warning);
+  return std::move(loaded.topology);
 }
 
 }  // namespace
+
+void forget_step() { step_topology.reset(); }
+
+void prepare_step(spank_t spank, const SiteConfig& site, const JobOptions& options) {
+  step_topology.reset();
+  if (options.off || options.refused) return;
+  const bool planned = site.activation == Activation::always || options.requested() ||
+                       task_getenv(spank, std::string(env_threads)) ||
+                       task_getenv(spank, std::string(env_interop));
+  if (!planned) return;
+  try {
+    step_topology = node_topology(site, step_label(spank));
+  } catch (const std::exception&) {
+    // Only a shortcut: each task loads it again and reports a failure under the site's on_error.
+  }
+}
 
 int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
   const EnvAccess env = task_environment(spank);
@@ -98,10 +134,11 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
     return 0;
   };
 
-  std::optional<Topology> topology;
+  std::optional<Topology> own_topology;  // when slurmstepd did not load the step's
+  const Topology* topology = step_topology ? &*step_topology : nullptr;
   Plan plan;
   try {
-    topology = Topology::host();
+    if (topology == nullptr) topology = &own_topology.emplace(node_topology(site, label));
     PlacementRequest request = make_request(options, site);
     request.allowed = current_affinity();
     plan = compute_plan(*topology, request);

@@ -42,7 +42,7 @@ unsigned count(std::string_view key, std::string_view value, unsigned max) {
   return parse_count(fmt::format("plugstack.conf: {}", key), value, max);
 }
 
-constexpr std::array<SiteKey, 14> keys = {{
+constexpr std::array<SiteKey, 15> keys = {{
     {"interop", "1", ""},
     {"blocktime", "1", ""},
     {"hyperthreads", "no", "no|yes|never"},
@@ -57,6 +57,7 @@ constexpr std::array<SiteKey, 14> keys = {{
     {"tf_intraop", "intra", "intra|threads"},
     {"max_threads", "65536", ""},
     {"max_interop", "256", ""},
+    {"topology_cache", "/run/tfpin", "DIR|no"},
 }};
 
 // "interop=1 ... hyperthreads=no|yes|never ...", for messages.
@@ -121,6 +122,18 @@ SiteConfig parse_site_config(std::span<const std::string_view> args) {
        }},
       {"max_threads", [&](auto v) { config.max_threads = count("max_threads", v, max_count); }},
       {"max_interop", [&](auto v) { config.max_interop = count("max_interop", v, max_count); }},
+      {"topology_cache",
+       [&](auto v) {
+         if (v == "no") {
+           config.topology_cache.clear();
+           return;
+         }
+         if (v.size() < 2 || v.front() != '/' || v.find('\0') != std::string_view::npos) {
+           bad("topology_cache", v,
+               "an absolute directory (root's, not writable by others; e.g. /run/tfpin), or no");
+         }
+         config.topology_cache = std::string(v);
+       }},
   };
 
   // Keys are the table's (a setter without a row is never reached). An empty default (shim_path

@@ -29,6 +29,7 @@ struct SiteConfig {
   bool tf_intraop_all_threads{};
   unsigned max_threads{};
   unsigned max_interop{};
+  std::string topology_cache;  // directory of the node's topology cache; empty: no cache
 };
 
 // One row per key: the one place keys and defaults are written. etc/plugstack.conf.d/tfpin.conf.in

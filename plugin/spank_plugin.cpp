@@ -108,6 +108,7 @@ int slurm_spank_init(spank_t spank, int argc, char** argv) {
     if (!user_context(context)) return 0;
     job = JobOptions{};
     site.reset();
+    tfpin::plugin::forget_step();
     // Registered even when the config is bad: with "optional" in plugstack.conf the jobs then run
     // without tfpin, and sbatch must not refuse their --tf-* lines as unknown options.
     static std::vector<spank_option> table = options();
@@ -129,12 +130,14 @@ int slurm_spank_init(spank_t spank, int argc, char** argv) {
   });
 }
 
-int slurm_spank_init_post_opt(spank_t /*spank*/, int /*argc*/, char** /*argv*/) {
-  return guarded("init_post_opt", [] {
+int slurm_spank_init_post_opt(spank_t spank, int /*argc*/, char** /*argv*/) {
+  return guarded("init_post_opt", [&] {
     const spank_context_t context = spank_context();
     if (site && (context == S_CTX_LOCAL || context == S_CTX_ALLOCATOR)) {
       return tfpin::plugin::check_at_submit(*site, job);
     }
+    // slurmstepd, before the tasks are forked.
+    if (site && context == S_CTX_REMOTE) tfpin::plugin::prepare_step(spank, *site, job);
     return 0;
   });
 }

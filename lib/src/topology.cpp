@@ -36,6 +36,12 @@ TopologyHandle make_topology() {
   // Placement decides from the whole machine; the allowed set is applied separately, so a cgroup
   // (Slurm's task cpuset) must not hide cores from the description.
   hwloc_topology_set_flags(raw, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
+  // Placement reads packages, cores, hardware threads and NUMA nodes only: caches, I/O devices
+  // and misc objects are not discovered (a one-off measurement of a live load of a 2-core host:
+  // 1.2-1.6 ms -> 1.0 ms; logical core order does not depend on them).
+  hwloc_topology_set_cache_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_NONE);
+  hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_NONE);
+  hwloc_topology_set_type_filter(raw, HWLOC_OBJ_MISC, HWLOC_TYPE_FILTER_KEEP_NONE);
   return topo;
 }
 

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -56,11 +57,12 @@ TEST(SiteConfig, DefaultsAndEveryKey) {
   EXPECT_EQ(defaults.enforcement, tfpin::plugin::Enforcement::strict);
   EXPECT_TRUE(defaults.shim);
   EXPECT_EQ(defaults.max_threads, 65536U);  // the rest: SnippetListsEveryKeyWithItsDefault
-  const std::array<std::string_view, 14> all = {
+  EXPECT_EQ(defaults.topology_cache, "/run/tfpin");
+  const std::array<std::string_view, 15> all = {
       "interop=2",           "blocktime=0",  "hyperthreads=never", "shim=no",
       "shim_path=/opt/s.so", "cpu_files=no", "enforcement=clamp",  "on_error=fail",
       "activation=always",   "verbose=yes",  "override_env=yes",   "tf_intraop=threads",
-      "max_threads=64",      "max_interop=4"};
+      "max_threads=64",      "max_interop=4", "topology_cache=/var/cache/tfpin"};
   const SiteConfig c = parse_site_config(all);
   EXPECT_EQ(c.interop, 2U);
   EXPECT_EQ(c.blocktime_ms, 0U);
@@ -77,6 +79,9 @@ TEST(SiteConfig, DefaultsAndEveryKey) {
   EXPECT_TRUE(c.tf_intraop_all_threads);
   EXPECT_EQ(c.max_threads, 64U);
   EXPECT_EQ(c.max_interop, 4U);
+  EXPECT_EQ(c.topology_cache, "/var/cache/tfpin");
+  EXPECT_EQ(parse_site_config(std::array<std::string_view, 1>{"topology_cache=no"}).topology_cache,
+            "");
 }
 
 // The installed snippet documents exactly the table's keys, in its order, with its defaults.
@@ -101,7 +106,12 @@ TEST(SiteConfig, ErrorsNameTheKeyAndWhatIsValid) {
             "hyperthreads=no|yes|never shim=yes|no shim_path=PATH cpu_files=yes|no "
             "enforcement=strict|clamp "
             "on_error=warn|fail activation=on-request|always verbose=no|yes override_env=no|yes "
-            "tf_intraop=intra|threads max_threads=65536 max_interop=256)");
+            "tf_intraop=intra|threads max_threads=65536 max_interop=256 topology_cache=DIR|no)");
+  EXPECT_EQ(config_error({"topology_cache=run/tfpin"}),
+            "plugstack.conf: topology_cache=run/tfpin is not valid: an absolute directory "
+            "(root's, not writable by others; e.g. /run/tfpin), or no");
+  EXPECT_NE(config_error({"topology_cache="}).find("topology_cache= is not valid"),
+            std::string::npos);
   EXPECT_NE(config_error({"shim_path="}).find("an absolute path"), std::string::npos);
   EXPECT_NE(config_error({"interop"}).find("'interop' is not key=value"), std::string::npos);
   EXPECT_EQ(config_error({"activation=sometimes"}),
@@ -342,4 +352,65 @@ TEST(Hooks, OtherContextsDoNothingInTaskInit) {
   ASSERT_EQ(init({"activation=always"}), 0);
   EXPECT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
   EXPECT_TRUE(fake_spank::state().task_env.empty());
+}
+
+// slurmstepd loads the node's topology once per step, before it forks the tasks, through the
+// node's cache: the tasks use that copy (a cache damaged after the step started does not reach
+// them), a damaged cache costs one warning and is rewritten, and a step that does not ask for
+// tfpin reads and writes nothing.
+TEST(Hooks, StepLoadsTheTopologyOnceThroughTheNodesCache) {
+  AffinityGuard guard;
+  char templ[] = "/tmp/tfpin-plugin-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(templ), nullptr);
+  const std::string dir = templ;
+  const std::string file = dir + "/topology.cache";
+  chmod(dir.c_str(), 0755);
+  auto damage = [&file] {
+    std::fstream f(file, std::ios::in | std::ios::out);
+    f.seekp(30);
+    f.put('#');
+  };
+  auto step = [&dir](std::vector<std::string> config) {
+    fake_spank::reset(S_CTX_REMOTE);
+    config.push_back("topology_cache=" + dir);
+    config.push_back("shim=no");
+    EXPECT_EQ(init(config), 0);
+    return slurm_spank_init_post_opt(fake_spank::handle(), 0, nullptr);
+  };
+  const bool root = geteuid() == 0;
+
+  ASSERT_EQ(step({"activation=always"}), 0);
+  EXPECT_EQ(std::filesystem::exists(file), root);
+  damage();
+  std::string first;
+  for (uint32_t task : {0U, 1U}) {
+    fake_spank::state().task_id = task;
+    fake_spank::state().task_env.clear();
+    ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+    first = fake_spank::state().task_env.at("TFPIN_CPUS");
+  }
+  EXPECT_TRUE(fake_spank::state().log.empty()) << fake_spank::state().log.front();
+
+  if (root) {
+    ASSERT_EQ(step({"activation=always"}), 0);
+    ASSERT_EQ(fake_spank::state().log.size(), 1U);
+    EXPECT_TRUE(fake_spank::logged("info: tfpin: warning: job 42 step 0: topology cache " + file +
+                                   ": damaged (checksum mismatch); ignored and rewritten"));
+    ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+    EXPECT_EQ(fake_spank::state().task_env.at("TFPIN_CPUS"), first);
+    ASSERT_EQ(step({"activation=always"}), 0);
+    EXPECT_TRUE(fake_spank::state().log.empty());  // rewritten: read without a word
+  }
+
+  std::filesystem::remove(file);
+  ASSERT_EQ(step({}), 0);  // on-request, and this step asks for nothing
+  EXPECT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+  EXPECT_FALSE(std::filesystem::exists(file));
+  EXPECT_TRUE(fake_spank::state().task_env.empty());
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(init({"activation=always", "topology_cache=" + dir}), 0);
+  ASSERT_EQ(option("tf-off", nullptr), 0);  // the job opted out
+  ASSERT_EQ(slurm_spank_init_post_opt(fake_spank::handle(), 0, nullptr), 0);
+  EXPECT_FALSE(std::filesystem::exists(file));
+  std::filesystem::remove_all(dir);
 }

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 from pathlib import Path
 
@@ -295,6 +296,47 @@ class MultiNode(unittest.TestCase):
             for task in tasks:
                 self.assertEqual(task["OMP_NUM_THREADS"], "1")
                 self.assertNotEqual(task["TFPIN_CPUS"], "unset")
+
+
+@unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
+class TopologyCache(unittest.TestCase):
+    """The node's topology cache (site key topology_cache): the first planned step writes it, root's
+    and 0644; a damaged or foreign file gets one warning in slurmd's log, the same plans and a
+    rewrite; a job that does not ask for tfpin never touches it."""
+
+    def test_steps_write_read_and_repair_the_nodes_cache(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            os.chmod(tmp, 0o755)
+            cache = Path(tmp, "cache")
+            path = cache / "topology.cache"
+            lines = plugstack(f"topology_cache={cache}")
+            with LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=lines) as cluster:
+                r = cluster.srun(["-c", "2", "true"])
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertFalse(cache.exists())
+                step = ["-c", "2", "--tf-threads=2", "--tf-interop=2", "sh", "-c", PROBE]
+                r = cluster.srun(step)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                plan = probes(r.stdout)[0]["TFPIN_CPUS"]
+                self.assertEqual(sorted(map(int, plan.split(","))), [0, 1])
+                self.assertEqual((path.stat().st_uid, path.stat().st_mode & 0o7777), (0, 0o644))
+                self.assertEqual(cache.stat().st_mode & 0o7777, 0o755)
+                self.assertTrue(path.read_text().startswith("tfpin-topology-cache 1\n"))
+                for damage, why in ((lambda: path.write_text("garbage\n"),
+                                     "truncated (no checksum line)"),
+                                    (lambda: os.chown(path, 65534, 65534),
+                                     "the file is owned by uid 65534, not 0")):
+                    damage()
+                    r = cluster.srun(step)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertEqual(probes(r.stdout)[0]["TFPIN_CPUS"], plan)
+                    self.assertEqual(cluster.slurmd_log().count(why + "; ignored and rewritten"), 1,
+                                     cluster.slurmd_log())
+                    self.assertEqual(path.stat().st_uid, 0)
+                r = cluster.srun(step)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(probes(r.stdout)[0]["TFPIN_CPUS"], plan)
+                self.assertEqual(cluster.slurmd_log().count("topology cache"), 2)
 
 
 @unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")

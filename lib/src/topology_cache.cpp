@@ -1,0 +1,389 @@
+#include "tfpin/topology_cache.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <hwloc.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "tfpin/error.hpp"
+
+extern char** environ;  // NOLINT
+
+namespace tfpin {
+namespace {
+
+// Bumped whenever the format or what from_hwloc derives (numa of a core, online PUs) changes.
+constexpr int format_version = 1;
+constexpr std::string_view header = "tfpin-topology-cache 1";
+// 4096 cores of 8 threads are about 300 KB; anything far larger is not a cache we wrote.
+constexpr std::size_t max_file_bytes = 16U << 20U;
+
+std::uint64_t fnv1a(std::string_view text) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+class FileDescriptor {
+ public:
+  explicit FileDescriptor(int fd) : fd_(fd) {}
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  [[nodiscard]] int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The whole of a small file; nullopt when it cannot be read.
+std::optional<std::string> read_all(int fd, std::size_t limit) {
+  std::string text;
+  char buffer[8192];
+  while (true) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) return text;
+    text.append(buffer, static_cast<std::size_t>(n));
+    if (text.size() > limit) return std::nullopt;
+  }
+}
+
+// A one-line system file (boot id, CPU lists), trimmed; nullopt when missing.
+std::optional<std::string> read_line(const char* path) {
+  const FileDescriptor fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) return std::nullopt;
+  std::optional<std::string> text = read_all(fd.get(), 65536);
+  if (!text) return std::nullopt;
+  while (!text->empty() && (text->back() == '\n' || text->back() == ' ')) text->pop_back();
+  return text;
+}
+
+// `text` with each of `bad` replaced by '_'.
+std::string replaced(std::string_view text, std::string_view bad) {
+  std::string out(text);
+  for (char& c : out) {
+    if (bad.find(c) != std::string_view::npos) c = '_';
+  }
+  return out;
+}
+
+// The key is one line of ';'-separated parts: nothing of the machine may add a line or a part.
+std::string key_part(std::string_view text) { return replaced(text, ";\n\r"); }
+std::string one_line(std::string_view text) { return replaced(text, "\n\r"); }
+
+bool hwloc_environment() {
+  for (char** var = environ; var != nullptr && *var != nullptr; ++var) {
+    if (std::strncmp(*var, "HWLOC_", 6) == 0) return true;
+  }
+  return false;
+}
+
+// Parses lines of space-separated unsigned numbers after a keyword.
+class Lines {
+ public:
+  explicit Lines(std::string_view text) : rest_(text) {}
+  bool next(std::string_view& line) {
+    if (rest_.empty()) return false;
+    const auto end = rest_.find('\n');
+    if (end == std::string_view::npos) return false;  // every line ends with a newline
+    line = rest_.substr(0, end);
+    rest_.remove_prefix(end + 1);
+    return true;
+  }
+
+ private:
+  std::string_view rest_;
+};
+
+bool split_word(std::string_view& line, std::string_view& word) {
+  if (line.empty()) return false;
+  const auto space = line.find(' ');
+  word = line.substr(0, space);
+  line = space == std::string_view::npos ? std::string_view() : line.substr(space + 1);
+  return !word.empty();
+}
+
+template <typename Number>
+bool number(std::string_view& line, Number& value) {
+  std::string_view word;
+  if (!split_word(line, word)) return false;
+  const auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), value);
+  return ec == std::errc{} && ptr == word.data() + word.size();
+}
+
+std::optional<Topology> decode_body(std::string_view body, std::string_view key, std::string& why) {
+  Lines lines(body);
+  std::string_view line;
+  if (!lines.next(line) || line != header) {
+    why = "not a tfpin topology cache of this version";
+    return std::nullopt;
+  }
+  if (!lines.next(line) || !line.starts_with("key ")) {
+    why = "no key";
+    return std::nullopt;
+  }
+  if (line.substr(4) != key) {
+    why = "written for another boot, kernel, hwloc or CPU set (stale or foreign)";
+    return std::nullopt;
+  }
+  unsigned packages = 0;
+  std::string_view word;
+  if (!lines.next(line) || !split_word(line, word) || word != "packages" ||
+      !number(line, packages) || !line.empty() || packages == 0) {
+    why = "bad package count";
+    return std::nullopt;
+  }
+  std::vector<NumaNode> numa_nodes;
+  std::vector<Core> cores;
+  std::set<unsigned> numa_ids;
+  std::set<unsigned> pus;
+  while (lines.next(line)) {
+    if (!split_word(line, word)) {
+      why = "empty line";
+      return std::nullopt;
+    }
+    if (word == "numa") {
+      NumaNode node;
+      if (!cores.empty() || !number(line, node.os_index) || !number(line, node.local_memory) ||
+          !line.empty() || !numa_ids.insert(node.os_index).second) {
+        why = "bad NUMA node line";
+        return std::nullopt;
+      }
+      numa_nodes.push_back(node);
+    } else if (word == "core") {
+      Core core;
+      if (!number(line, core.index) || !number(line, core.package) || !number(line, core.numa) ||
+          core.package >= packages || (!cores.empty() && core.index <= cores.back().index)) {
+        why = "bad core line";
+        return std::nullopt;
+      }
+      while (!line.empty()) {
+        unsigned pu = 0;
+        if (!number(line, pu) || !pus.insert(pu).second) {
+          why = "bad hardware thread list";
+          return std::nullopt;
+        }
+        core.pus.push_back(pu);
+      }
+      if (core.pus.empty()) {
+        why = "a core without hardware threads";
+        return std::nullopt;
+      }
+      cores.push_back(std::move(core));
+    } else {
+      why = "unknown line";
+      return std::nullopt;
+    }
+  }
+  if (cores.empty() || numa_nodes.empty()) {
+    why = "no cores or no NUMA nodes";
+    return std::nullopt;
+  }
+  return Topology(std::move(cores), std::move(numa_nodes), packages, "host");
+}
+
+struct ReadResult {
+  std::optional<Topology> topology;
+  std::string why;          // set when the file exists and is not used
+  bool usable_dir = false;  // the directory is safe to write into
+};
+
+std::string describe_owner(const struct stat& st, uid_t owner, std::string_view what) {
+  if (st.st_uid != owner)
+    return fmt::format("{} is owned by uid {}, not {}", what, st.st_uid, owner);
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return fmt::format("{} is writable by group or others (mode {:04o})", what,
+                       st.st_mode & 07777U);
+  }
+  return "";
+}
+
+ReadResult read_cache(const TopologyCacheOptions& options, std::string_view key) {
+  ReadResult result;
+  const FileDescriptor dir(
+      ::open(options.directory.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (dir.get() < 0) {
+    if (errno != ENOENT) {
+      result.why = fmt::format("cannot open the directory: {}", std::strerror(errno));
+    }
+    return result;
+  }
+  struct stat st {};
+  if (::fstat(dir.get(), &st) != 0) {
+    result.why = fmt::format("cannot stat the directory: {}", std::strerror(errno));
+    return result;
+  }
+  if (std::string unsafe = describe_owner(st, options.owner, "the directory"); !unsafe.empty()) {
+    result.why = std::move(unsafe);
+    return result;
+  }
+  result.usable_dir = true;
+  const std::string name(topology_cache_file);
+  const FileDescriptor file(
+      ::openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (file.get() < 0) {
+    if (errno != ENOENT) result.why = fmt::format("cannot open: {}", std::strerror(errno));
+    return result;
+  }
+  if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    result.why = "not a regular file";
+    return result;
+  }
+  if (std::string unsafe = describe_owner(st, options.owner, "the file"); !unsafe.empty()) {
+    result.why = std::move(unsafe);
+    return result;
+  }
+  const std::optional<std::string> text = read_all(file.get(), max_file_bytes);
+  if (!text) {
+    result.why = "unreadable or too large";
+    return result;
+  }
+  result.topology = decode_topology(*text, key, result.why);
+  return result;
+}
+
+}  // namespace
+
+std::optional<std::string> host_topology_key() {
+  const std::optional<std::string> boot = read_line("/proc/sys/kernel/random/boot_id");
+  struct utsname uts {};
+  if (!boot || boot->empty() || ::uname(&uts) != 0) return std::nullopt;
+  auto sys = [](const char* path) { return key_part(read_line(path).value_or("?")); };
+  return fmt::format(
+      "format={};hwloc={:#x};kernel={} {} {} {};node={};boot={};cpus={}/{}/{};nodes={}/{}",
+      format_version, hwloc_get_api_version(), key_part(uts.sysname), key_part(uts.release),
+      key_part(uts.version), key_part(uts.machine), key_part(uts.nodename), key_part(*boot),
+      sys("/sys/devices/system/cpu/possible"), sys("/sys/devices/system/cpu/present"),
+      sys("/sys/devices/system/cpu/online"), sys("/sys/devices/system/node/possible"),
+      sys("/sys/devices/system/node/online"));
+}
+
+std::string encode_topology(const Topology& topology, std::string_view key) {
+  std::string text =
+      fmt::format("{}\nkey {}\npackages {}\n", header, one_line(key), topology.package_count());
+  for (const NumaNode& node : topology.numa_nodes()) {
+    text += fmt::format("numa {} {}\n", node.os_index, node.local_memory);
+  }
+  for (const Core& core : topology.cores()) {
+    text += fmt::format("core {} {} {}", core.index, core.package, core.numa);
+    for (unsigned pu : core.pus) text += fmt::format(" {}", pu);
+    text += '\n';
+  }
+  return seal_topology_text(text);
+}
+
+std::string seal_topology_text(std::string_view body) {
+  return fmt::format("{}checksum {:016x}\n", body, fnv1a(body));
+}
+
+std::optional<Topology> decode_topology(std::string_view text, std::string_view key,
+                                        std::string& why) {
+  // The last line is "checksum <16 hex digits>" over everything before it.
+  constexpr std::string_view tag = "checksum ";
+  const std::size_t tail = tag.size() + 16 + 1;
+  if (text.size() < tail || text.substr(text.size() - tail, tag.size()) != tag ||
+      text.back() != '\n') {
+    why = "truncated (no checksum line)";
+    return std::nullopt;
+  }
+  const std::string_view body = text.substr(0, text.size() - tail);
+  if (!body.empty() && body.back() != '\n') {
+    why = "truncated (no checksum line)";
+    return std::nullopt;
+  }
+  std::uint64_t stored = 0;
+  const char* digits = text.data() + text.size() - 17;
+  const auto [ptr, ec] = std::from_chars(digits, digits + 16, stored, 16);
+  if (ec != std::errc{} || ptr != digits + 16 || stored != fnv1a(body)) {
+    why = "damaged (checksum mismatch)";
+    return std::nullopt;
+  }
+  return decode_body(body, one_line(key), why);
+}
+
+std::string write_topology_cache(const std::string& directory, const Topology& topology,
+                                 std::string_view key) {
+  const std::string text = encode_topology(topology, key);
+  std::string temp = directory + "/." + std::string(topology_cache_file) + ".XXXXXX";
+  const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) return fmt::format("cannot create a file in {}: {}", directory, std::strerror(errno));
+  const FileDescriptor file(fd);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why = fmt::format("cannot write {}: {}", temp, std::strerror(errno));
+      ::unlink(temp.c_str());
+      return why;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  const std::string path = directory + "/" + std::string(topology_cache_file);
+  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
+    const std::string why = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+    ::unlink(temp.c_str());
+    return why;
+  }
+  return "";
+}
+
+CachedTopology load_host_topology(const TopologyCacheOptions& options,
+                                  const std::function<Topology()>& live) {
+  std::optional<std::string> key;
+  if (!options.directory.empty() && !hwloc_environment()) key = host_topology_key();
+  if (!key) return {live(), false, ""};
+
+  const std::string path = options.directory + "/" + std::string(topology_cache_file);
+  ReadResult read = read_cache(options, *key);
+  if (read.topology) return {std::move(*read.topology), true, ""};
+
+  CachedTopology result{live(), false, ""};
+  std::string problem;
+  if (!read.why.empty()) problem = fmt::format("topology cache {}: {}; ignored", path, read.why);
+  const bool may_write = options.write && ::geteuid() == options.owner;
+  if (may_write && !read.usable_dir && read.why.empty()) {
+    // No directory yet (/run is emptied at boot): make it, root's and not writable by others.
+    if (::mkdir(options.directory.c_str(), 0755) == 0) {
+      ::chmod(options.directory.c_str(), 0755);  // whatever the umask
+      read.usable_dir = read_cache(options, *key).usable_dir;
+    } else if (errno == EEXIST) {
+      read.usable_dir = read_cache(options, *key).usable_dir;
+    } else {
+      problem = fmt::format("topology cache {}: cannot create the directory: {}", options.directory,
+                            std::strerror(errno));
+    }
+  }
+  if (may_write && read.usable_dir) {
+    if (std::string failed = write_topology_cache(options.directory, result.topology, *key);
+        !failed.empty()) {
+      problem += fmt::format("{}topology cache: {}", problem.empty() ? "" : "; ", failed);
+    } else if (!problem.empty()) {
+      problem += " and rewritten";
+    }
+  }
+  if (!problem.empty()) {
+    result.warning = problem + " (the topology was loaded from the machine)";
+  }
+  return result;
+}
+
+}  // namespace tfpin

@@ -1,0 +1,300 @@
+// The node's topology cache (tfpin/topology_cache.hpp): what it stores gives the same plans as the
+// hwloc load it replaces, and a file that is damaged, foreign, stale or not root's is never used.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "plan_checks.hpp"
+#include "tfpin/placement.hpp"
+#include "tfpin/topology_cache.hpp"
+
+using tfpin::Topology;
+
+namespace {
+
+const std::vector<std::string> machines = {
+    "broadwell-2x18-ht.xml", "skylake-2x20.xml", "platinum8180-2x28-ht.xml", "knl-68x4-quad.xml",
+    "knl-68x4-snc4.xml",     "offline-8x2.xml",  "epyc-2x96-8numa-ht.xml"};
+
+// Every lane, NUMA node, memory policy and warning of a plan, as one comparable text.
+std::string plan_text(const tfpin::Plan& plan) {
+  std::ostringstream out;
+  out << plan.threads << 'x' << plan.interop << ':' << plan.intra << " mem "
+      << static_cast<int>(plan.memory.kind);
+  for (unsigned node : plan.memory.nodes) out << ',' << node;
+  for (const auto& lane : plan.lanes) {
+    out << " | numa " << lane.numa << ':';
+    for (unsigned cpu : lane.cpus) out << ' ' << cpu;
+  }
+  for (const auto& warning : plan.warnings) out << " ! " << warning;
+  return out.str();
+}
+
+// The plans of the usual requests on `topology`: whole machine, lanes, hyperthreads, a cpuset.
+std::vector<std::string> plans(const Topology& topology) {
+  std::vector<std::string> out;
+  const unsigned cores = static_cast<unsigned>(topology.cores().size());
+  for (unsigned interop : {1U, 2U, 4U, 8U}) {
+    for (bool hyperthreads : {false, true}) {
+      tfpin::PlacementRequest request;
+      request.interop = interop;
+      request.interop_is_default = true;
+      request.hyperthreads =
+          hyperthreads ? tfpin::HyperthreadPolicy::all : tfpin::HyperthreadPolicy::one_per_core;
+      out.push_back(plan_text(tfpin::compute_plan(topology, request)));
+    }
+  }
+  tfpin::PlacementRequest half;
+  half.threads = cores / 2;
+  half.allowed = std::vector<unsigned>(topology.cores()[0].pus);
+  for (std::size_t i = 1; i < cores; i += 2) half.allowed->push_back(topology.cores()[i].pus[0]);
+  half.clamp = true;
+  out.push_back(plan_text(tfpin::compute_plan(topology, half)));
+  return out;
+}
+
+void expect_same_machine(const Topology& a, const Topology& b) {
+  ASSERT_EQ(a.cores().size(), b.cores().size());
+  for (std::size_t i = 0; i < a.cores().size(); ++i) {
+    EXPECT_EQ(a.cores()[i].index, b.cores()[i].index);
+    EXPECT_EQ(a.cores()[i].package, b.cores()[i].package);
+    EXPECT_EQ(a.cores()[i].numa, b.cores()[i].numa);
+    EXPECT_EQ(a.cores()[i].pus, b.cores()[i].pus);
+  }
+  ASSERT_EQ(a.numa_nodes().size(), b.numa_nodes().size());
+  for (std::size_t i = 0; i < a.numa_nodes().size(); ++i) {
+    EXPECT_EQ(a.numa_nodes()[i].os_index, b.numa_nodes()[i].os_index);
+    EXPECT_EQ(a.numa_nodes()[i].local_memory, b.numa_nodes()[i].local_memory);
+  }
+  EXPECT_EQ(a.package_count(), b.package_count());
+}
+
+std::optional<Topology> decode(const std::string& text, const std::string& key) {
+  std::string why;
+  std::optional<Topology> t = tfpin::decode_topology(text, key, why);
+  EXPECT_EQ(t.has_value(), why.empty()) << why;
+  return t;
+}
+
+}  // namespace
+
+TEST(TopologyCache, DecodedMachinePlansLikeTheHwlocLoadOnEveryFixture) {
+  for (const std::string& name : machines) {
+    SCOPED_TRACE(name);
+    const Topology live = Topology::xml_file(fixture(name));
+    const std::optional<Topology> cached = decode(tfpin::encode_topology(live, "k"), "k");
+    ASSERT_TRUE(cached);
+    expect_same_machine(live, *cached);
+    EXPECT_EQ(plans(live), plans(*cached));
+  }
+}
+
+TEST(TopologyCache, HostKeyIsOneLineAndStable) {
+  const auto key = tfpin::host_topology_key();
+  ASSERT_TRUE(key);  // Linux has a boot id
+  EXPECT_EQ(key->find('\n'), std::string::npos);
+  EXPECT_NE(key->find("boot="), std::string::npos);
+  EXPECT_NE(key->find("hwloc="), std::string::npos);
+  EXPECT_EQ(key, tfpin::host_topology_key());
+}
+
+TEST(TopologyCache, DamagedOrForeignTextIsRefused) {
+  const Topology machine = Topology::xml_file(fixture("platinum8180-2x28-ht.xml"));
+  const std::string text = tfpin::encode_topology(machine, "boot=1");
+  ASSERT_TRUE(decode(text, "boot=1"));
+  std::string why;
+  EXPECT_FALSE(tfpin::decode_topology(text, "boot=2", why));
+  EXPECT_NE(why.find("stale or foreign"), std::string::npos) << why;
+  // Every truncation, and a changed byte anywhere.
+  for (std::size_t length = 0; length < text.size(); length += 7) {
+    EXPECT_FALSE(tfpin::decode_topology(text.substr(0, length), "boot=1", why)) << length;
+  }
+  for (std::size_t at = 0; at < text.size(); at += 5) {
+    std::string changed = text;
+    changed[at] = changed[at] == '7' ? '8' : '7';
+    EXPECT_FALSE(tfpin::decode_topology(changed, "boot=1", why)) << at;
+  }
+  EXPECT_FALSE(tfpin::decode_topology("", "boot=1", why));
+  EXPECT_FALSE(tfpin::decode_topology(std::string(100000, '\n'), "boot=1", why));
+}
+
+// A file with a right checksum and key but inconsistent data (one not written by tfpin) is refused
+// too: the checksum is not all that stands between a file and a plan.
+TEST(TopologyCache, InconsistentDataIsRefusedEvenWithItsChecksum) {
+  std::vector<tfpin::Core> cores = {{0, 0, 0, {0, 1}}, {1, 0, 0, {1}}};  // PU 1 twice
+  const Topology twice(cores, {{0, 0}}, 1, "t");
+  std::string why;
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::encode_topology(twice, "k"), "k", why));
+  const Topology package(std::vector<tfpin::Core>{{0, 3, 0, {0}}}, {{0, 0}}, 2, "t");
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::encode_topology(package, "k"), "k", why));
+  const Topology order(std::vector<tfpin::Core>{{1, 0, 0, {0}}, {0, 0, 0, {1}}}, {{0, 0}}, 1, "t");
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::encode_topology(order, "k"), "k", why));
+  // Sealed by hand: a blank line does not end the data early, a stray word is not skipped.
+  const std::string body = "tfpin-topology-cache 1\nkey k\npackages 1\nnuma 0 0\ncore 0 0 0 0\n";
+  ASSERT_TRUE(tfpin::decode_topology(tfpin::seal_topology_text(body), "k", why)) << why;
+  EXPECT_FALSE(
+      tfpin::decode_topology(tfpin::seal_topology_text(body + "\ncore 1 0 0 0\n"), "k", why));
+  EXPECT_EQ(why, "empty line");
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::seal_topology_text(body + "cpu 1\n"), "k", why));
+  EXPECT_FALSE(
+      tfpin::decode_topology(tfpin::seal_topology_text(body + "core 1 0 0 1 x\n"), "k", why));
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::seal_topology_text(body + "numa 1 0\n"), "k", why));
+}
+
+// load_host_topology against a directory of this test's own, with a "live" load that is a fixture
+// machine (hwloc's answer for this host) and a file that describes another machine: whenever the
+// file must not be trusted, the result is the live machine and its plans, with one warning.
+class CacheDirectory : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (files owned by another user)";
+    char templ[] = "/tmp/tfpin-topology-cache-XXXXXX";
+    ASSERT_NE(::mkdtemp(templ), nullptr);
+    dir_ = templ;
+    ::chmod(dir_.c_str(), 0755);
+    options_.directory = dir_;
+    options_.owner = 0;
+    ASSERT_TRUE(key_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  [[nodiscard]] std::string file() const { return dir_ + "/topology.cache"; }
+  // The other machine, written as a valid cache for this host (then tampered with by a test).
+  void write_other_machine(const std::string& key) {
+    ASSERT_EQ(tfpin::write_topology_cache(dir_, other_, key), "");
+  }
+  tfpin::CachedTopology load() {
+    return tfpin::load_host_topology(options_, [this] {
+      ++live_loads_;
+      return live_;
+    });
+  }
+  // The result is the live machine, after one warning naming `why`.
+  void expect_live(const tfpin::CachedTopology& got, const std::string& why) {
+    EXPECT_FALSE(got.from_cache);
+    EXPECT_NE(got.warning.find(why), std::string::npos) << got.warning;
+    EXPECT_EQ(got.warning.find('\n'), std::string::npos);
+    EXPECT_EQ(plans(got.topology), plans(live_));
+  }
+
+  std::string dir_;
+  tfpin::TopologyCacheOptions options_;
+  std::optional<std::string> key_ = tfpin::host_topology_key();
+  Topology live_ = Topology::xml_file(fixture("skylake-2x20.xml"));
+  Topology other_ = Topology::xml_file(fixture("broadwell-2x18-ht.xml"));
+  int live_loads_ = 0;
+};
+
+TEST_F(CacheDirectory, FirstLoadIsLiveAndWritesRootsFileThenItIsRead) {
+  const tfpin::CachedTopology first = load();
+  EXPECT_FALSE(first.from_cache);
+  EXPECT_EQ(first.warning, "");
+  struct stat st {};
+  ASSERT_EQ(::stat(file().c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0U);
+  EXPECT_EQ(st.st_mode & 07777U, 0644U);
+  const tfpin::CachedTopology second = load();
+  EXPECT_TRUE(second.from_cache);
+  EXPECT_EQ(second.warning, "");
+  EXPECT_EQ(live_loads_, 1);
+  expect_same_machine(second.topology, live_);
+  EXPECT_EQ(plans(second.topology), plans(live_));
+  // No temporary file is left behind.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), 1);
+}
+
+TEST_F(CacheDirectory, MissingDirectoryIsCreatedRootOnly) {
+  options_.directory = dir_ + "/run-tfpin";
+  EXPECT_EQ(load().warning, "");
+  struct stat st {};
+  ASSERT_EQ(::stat(options_.directory.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777U, 0755U);
+  EXPECT_TRUE(load().from_cache);
+}
+
+TEST_F(CacheDirectory, DamagedFileIsIgnoredAndRewritten) {
+  write_other_machine(*key_);
+  {
+    std::fstream f(file(), std::ios::in | std::ios::out);
+    f.seekp(60);
+    f.put('9');
+  }
+  expect_live(load(), "damaged (checksum mismatch); ignored and rewritten");
+  EXPECT_TRUE(load().from_cache);
+  EXPECT_EQ(live_loads_, 1);
+}
+
+TEST_F(CacheDirectory, TruncatedFileIsIgnored) {
+  write_other_machine(*key_);
+  std::filesystem::resize_file(file(), 100);
+  expect_live(load(), "truncated");
+}
+
+TEST_F(CacheDirectory, FileOfAnotherBootOrMachineIsIgnored) {
+  write_other_machine("format=1;boot=another");
+  expect_live(load(), "stale or foreign");
+  EXPECT_TRUE(load().from_cache);
+}
+
+TEST_F(CacheDirectory, FileOwnedByAnotherUserIsIgnored) {
+  write_other_machine(*key_);
+  ASSERT_EQ(::chown(file().c_str(), 65534, 65534), 0);
+  expect_live(load(), "the file is owned by uid 65534, not 0");
+}
+
+TEST_F(CacheDirectory, FileWritableByOthersIsIgnored) {
+  write_other_machine(*key_);
+  ASSERT_EQ(::chmod(file().c_str(), 0666), 0);
+  expect_live(load(), "the file is writable by group or others (mode 0666)");
+}
+
+TEST_F(CacheDirectory, UnsafeDirectoryIsNeitherReadNorWritten) {
+  write_other_machine(*key_);
+  ASSERT_EQ(::chmod(dir_.c_str(), 01777), 0);
+  expect_live(load(), "the directory is writable by group or others (mode 1777)");
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(dir_.c_str(), 65534, 65534), 0);
+  expect_live(load(), "the directory is owned by uid 65534, not 0");
+  // Still the other machine's file: nothing was written into a directory that is not safe.
+  ASSERT_EQ(::chown(dir_.c_str(), 0, 0), 0);
+  EXPECT_TRUE(load().from_cache);
+  expect_same_machine(load().topology, other_);
+}
+
+TEST_F(CacheDirectory, SymbolicLinkIsNotFollowed) {
+  const std::string elsewhere = dir_ + "/elsewhere";
+  std::filesystem::create_directory(elsewhere);
+  ASSERT_EQ(tfpin::write_topology_cache(elsewhere, other_, *key_), "");
+  std::filesystem::create_symlink(elsewhere + "/topology.cache", file());
+  expect_live(load(), "cannot open");
+}
+
+TEST_F(CacheDirectory, HwlocEnvironmentBypassesTheCache) {
+  write_other_machine(*key_);
+  ASSERT_EQ(::setenv("HWLOC_XMLFILE", "/nonexistent.xml", 1), 0);
+  const tfpin::CachedTopology got = load();
+  ::unsetenv("HWLOC_XMLFILE");
+  EXPECT_FALSE(got.from_cache);
+  EXPECT_EQ(got.warning, "");
+  EXPECT_EQ(plans(got.topology), plans(live_));
+}
+
+TEST_F(CacheDirectory, NoDirectoryMeansNoCache) {
+  options_.directory.clear();
+  EXPECT_FALSE(load().from_cache);
+  EXPECT_FALSE(load().from_cache);
+  EXPECT_EQ(live_loads_, 2);
+}
+
+TEST_F(CacheDirectory, OnlyTheOwnerWrites) {
+  options_.owner = 65534;  // this process (root) is not the cache's owner: it only reads
+  ASSERT_EQ(::chown(dir_.c_str(), 65534, 65534), 0);
+  EXPECT_EQ(load().warning, "");
+  EXPECT_FALSE(std::filesystem::exists(file()));
+}
