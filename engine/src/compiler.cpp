@@ -312,7 +312,8 @@ void CompiledGraph::place_buffers() {
     });
   }
   for (Buffer& b : buffers) {
-    if (b.alias_of >= 0) b.offset = buffers[static_cast<std::size_t>(b.alias_of)].offset + b.alias_offset;
+    if (b.alias_of >= 0)
+      b.offset = buffers[static_cast<std::size_t>(b.alias_of)].offset + b.alias_offset;
   }
   report.arena_bytes = memory_plan.arena_bytes;
   report.activation_bytes = memory_plan.unshared_bytes;

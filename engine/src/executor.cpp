@@ -260,9 +260,7 @@ bool Executor::is_wide(int step) const {
   return graph_.steps[static_cast<std::size_t>(step)].threads > graph_.options.intra;
 }
 
-bool Executor::may_start(int step) const {
-  return is_wide(step) ? running_ == 0 : !wide_running_;
-}
+bool Executor::may_start(int step) const { return is_wide(step) ? running_ == 0 : !wide_running_; }
 
 void Executor::run_when_ready(Lane& lane, std::uint64_t run) {
   for (;;) {

@@ -6,7 +6,6 @@
 // Inception v3's (oneDNN's concat on small blocked tensors runs far below memory speed). The
 // branches still write distinct buffers, so the dependency analysis keeps them independent.
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -23,10 +22,9 @@ std::optional<std::int64_t> channel_block(const md_t& md) {
   const dnnl::memory::dims dims = onednn::blocking_of(md).dims;
   if (dims.empty() || dims[0] != 1) return std::nullopt;
   using dt = dnnl::memory::data_type;
-  std::array<std::pair<tag, std::int64_t>, 3> candidates{
-      {{tag::nChw16c, 16}, {tag::nChw8c, 8}, {tag::nchw, 1}}};
-  if (dims.size() == 2) candidates = {{{tag::nc, 1}, {tag::nc, 1}, {tag::nc, 1}}};
-  if (dims.size() != 2 && dims.size() != 4) return std::nullopt;
+  std::vector<std::pair<tag, std::int64_t>> candidates;
+  if (dims.size() == 4) candidates = {{tag::nChw16c, 16}, {tag::nChw8c, 8}, {tag::nchw, 1}};
+  if (dims.size() == 2) candidates = {{tag::nc, 1}};
   for (const auto& [t, block] : candidates) {
     if (md == md_t(dims, dt::f32, t)) return block;
   }
@@ -94,8 +92,8 @@ std::optional<std::vector<std::pair<int, std::uint64_t>>> aliasable_inputs(
 
 }  // namespace
 
-void place_concats_in_place(std::vector<Buffer>& buffers, std::vector<Step>& steps,
-                            unsigned intra, CompileReport& report) {
+void place_concats_in_place(std::vector<Buffer>& buffers, std::vector<Step>& steps, unsigned intra,
+                            CompileReport& report) {
   const std::vector<int> writers = writer_counts(buffers, steps);
   std::vector<bool> removed(steps.size(), false);
   int count = 0;

@@ -1,11 +1,11 @@
 #include "schedule.hpp"
 
-#include "tfpin/engine/version.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <functional>
 #include <queue>
+
+#include "tfpin/engine/version.hpp"
 
 namespace tfpin::engine::detail {
 
@@ -25,7 +25,7 @@ constexpr double wide_min_us = 25.0;
 // A team spanning every lane's cores loses time to load imbalance on a batch-1 layer (work split
 // into few blocks), about this much per wide step here: GoogLeNet's blocks of small layers run
 // faster on lanes of one thread though one branch is twice the others, ResNet-50's chain beside
-// its projection runs faster wide (bench/batch_one.py).
+// its projection runs faster wide (tfpin bench A/B runs, engine/README.md).
 constexpr double wide_step_overhead_us = 75.0;
 // Winograd F(4x4, 3x3) (oneDNN 2.x, inference) runs a 3x3 stride-1 convolution in about this
 // share of its direct-FLOP time at batch 1 here (ResNet-50's: 0.5 to 0.85): without it GoogLeNet's
@@ -36,6 +36,10 @@ constexpr double winograd_time_share = 0.55;
 // reduction blocks, 1.3-1.45, wide).
 constexpr double wide_region_margin = 1.15;
 
+double elements(const Dims& dims) { return static_cast<double>(element_count(dims)); }
+
+}  // namespace
+
 bool winograd_shape(const Ir& ir, int node) {
   const Node& n = ir.nodes[static_cast<std::size_t>(node)];
   if (n.kind != OpKind::convolution || n.inputs.size() < 2) return false;
@@ -44,10 +48,6 @@ bool winograd_shape(const Ir& ir, int node) {
   return a.groups == 1 && w[2] == 3 && w[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1 &&
          a.dilation[0] == 1 && a.dilation[1] == 1;
 }
-
-double elements(const Dims& dims) { return static_cast<double>(element_count(dims)); }
-
-}  // namespace
 
 Cost node_cost(const Ir& ir, int node) {
   const Node& n = ir.nodes[static_cast<std::size_t>(node)];
@@ -188,12 +188,14 @@ double lanes_makespan(const std::vector<int>& region, const std::vector<double>&
                       const std::vector<std::vector<int>>& preds, unsigned lanes) {
   const std::size_t n = region.size();
   std::vector<int> position(preds.size(), -1);
-  for (std::size_t k = 0; k < n; ++k) position[static_cast<std::size_t>(region[k])] = static_cast<int>(k);
+  for (std::size_t k = 0; k < n; ++k)
+    position[static_cast<std::size_t>(region[k])] = static_cast<int>(k);
   std::vector<std::vector<int>> inside(n);  // predecessors within the region, by position
   std::vector<double> rank(n, 0.0);
   for (std::size_t k = 0; k < n; ++k) {
     for (int p : preds[static_cast<std::size_t>(region[k])]) {
-      if (position[static_cast<std::size_t>(p)] >= 0) inside[k].push_back(position[static_cast<std::size_t>(p)]);
+      if (position[static_cast<std::size_t>(p)] >= 0)
+        inside[k].push_back(position[static_cast<std::size_t>(p)]);
     }
   }
   // Longest path to the region's end. Positions are topological: when k is visited, rank[k]

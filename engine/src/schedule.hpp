@@ -28,6 +28,9 @@ struct Cost {
   double bytes = 0;  // read and written, weights included
 };
 
+// A 3x3 stride-1 dense ungrouped convolution: the shape oneDNN's Winograd kernels take.
+bool winograd_shape(const Ir& ir, int node);
+
 // A node's forward cost from its shapes.
 Cost node_cost(const Ir& ir, int node);
 

@@ -146,10 +146,7 @@ static void lower_convolution(Lowering& l, int node) {
   // as direct). So a small layer carries the direct kernel as an alternative, and the executor
   // keeps whichever ran faster in its first runs (Step::alternative).
   // (Training: direct only; oneDNN 2.6's Winograd backward is slower than its direct kernels.)
-  const bool winograd_shape = l.options.winograd && !l.training() && g == 1 && wd[2] == 3 &&
-                              wd[3] == 3 && a.stride[0] == 1 && a.stride[1] == 1 &&
-                              a.dilation[0] == 1 && a.dilation[1] == 1;
-  if (winograd_shape) {
+  if (l.options.winograd && !l.training() && winograd_shape(l.ir, node)) {
     try {
       pd = onednn::convolution_forward(l.engine, dnnl::prop_kind::forward_inference,
                                        dnnl::algorithm::convolution_winograd, src_md, w_any, b_md,
