@@ -710,6 +710,13 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
                   {"in_place_adds", report.in_place_adds},
                   {"in_place_concats", report.in_place_concats},
                   {"trained_tensors", report.parameters}};
+  nlohmann::json choices = nlohmann::json::array();
+  for (const engine::KernelChoice& c : report.kernel_choices) {
+    nlohmann::json candidates = nlohmann::json::object();
+    for (const auto& candidate : c.candidates) candidates[candidate.kernel] = candidate.best_us;
+    choices.push_back({{"step", c.step}, {"kept", c.kept}, {"best_us", candidates}});
+  }
+  j["compile"]["kernel_choices"] = choices;
   j["outputs_finite"] = outcome.finite;
   j["variable_update"] = bench.variable_update;
   j["ranks"] = places.size();

@@ -19,8 +19,8 @@ namespace tfpin::engine::detail {
 // Inference: removes each concat step whose inputs can be written in place into its output
 // (in_place_concat.cpp), making their buffers aliases of the output's; counts them in `report`
 // (in_place_concats, and no longer as wide or narrow steps of a lane of `intra` threads).
-void place_concats_in_place(std::vector<Buffer>& buffers, std::vector<Step>& steps,
-                            unsigned intra, CompileReport& report);
+void place_concats_in_place(std::vector<Buffer>& buffers, std::vector<Step>& steps, unsigned intra,
+                            CompileReport& report);
 
 // Carries the Status that Runtime::create returns out of the compiler and the lanes' start-up.
 struct Failure : std::exception {
@@ -49,9 +49,10 @@ struct CompiledGraph {
   std::uint64_t scratchpad_bytes = 0;  // the largest step's; each lane brings its own
   // Memory objects of every step argument; the input and output ones get their handle at setup.
   std::vector<std::vector<dnnl::memory>> memories;
-  std::vector<std::vector<dnnl::memory>> alternative_memories;  // steps with an Alternative
-  std::vector<std::pair<dnnl::memory, int>> input_memories;     // (memory, input index)
-  std::vector<std::pair<dnnl::memory, int>> output_memories;    // (memory, output index)
+  // By step, by alternative kernel (Step::alternatives), by argument.
+  std::vector<std::vector<std::vector<dnnl::memory>>> alternative_memories;
+  std::vector<std::pair<dnnl::memory, int>> input_memories;   // (memory, input index)
+  std::vector<std::pair<dnnl::memory, int>> output_memories;  // (memory, output index)
   // Kernel steps: their arguments' data pointers, refreshed at setup (inputs and outputs move).
   std::vector<std::vector<void*>> kernel_data;
 

@@ -319,8 +319,8 @@ void CompiledGraph::place_buffers() {
   report.activation_bytes = memory_plan.unshared_bytes;
   for (const Step& step : steps) {
     scratchpad_bytes = std::max(scratchpad_bytes, step.scratchpad_bytes);
-    if (step.alternative) {
-      scratchpad_bytes = std::max(scratchpad_bytes, step.alternative->scratchpad_bytes);
+    for (const Alternative& alt : step.alternatives) {
+      scratchpad_bytes = std::max(scratchpad_bytes, alt.scratchpad_bytes);
     }
   }
   report.scratchpad_bytes = scratchpad_bytes;
@@ -359,9 +359,9 @@ void CompiledGraph::bind_arguments() {
   };
   for (std::size_t step = 0; step < steps.size(); ++step) {
     for (const Arg& arg : steps[step].args) memories[step].push_back(bind(arg));
-    if (!steps[step].alternative) continue;
-    for (const Arg& arg : steps[step].alternative->args) {
-      alternative_memories[step].push_back(bind(arg));
+    for (const Alternative& alt : steps[step].alternatives) {
+      auto& memories_of = alternative_memories[step].emplace_back();
+      for (const Arg& arg : alt.args) memories_of.push_back(bind(arg));
     }
   }
 }

@@ -75,13 +75,14 @@ std::unique_ptr<Executor::Lane> Executor::make_lane(unsigned index) {
       to.push_back({DNNL_ARG_SCRATCHPAD, lane->scratchpads.back().get()});
     };
     add_scratchpad(args, steps[s].scratchpad_bytes);
-    lane->alternative_args.emplace_back();
-    if (const auto& alt = steps[s].alternative) {
-      auto& alt_args = lane->alternative_args.back();
-      for (std::size_t a = 0; a < alt->args.size(); ++a) {
-        alt_args.push_back({alt->args[a].arg, graph_.alternative_memories[s][a].get()});
+    auto& alternatives = lane->alternative_args.emplace_back();
+    for (std::size_t k = 0; k < steps[s].alternatives.size(); ++k) {
+      const Alternative& alt = steps[s].alternatives[k];
+      auto& alt_args = alternatives.emplace_back();
+      for (std::size_t a = 0; a < alt.args.size(); ++a) {
+        alt_args.push_back({alt.args[a].arg, graph_.alternative_memories[s][k][a].get()});
       }
-      add_scratchpad(alt_args, alt->scratchpad_bytes);
+      add_scratchpad(alt_args, alt.scratchpad_bytes);
     }
   }
   return lane;
@@ -89,9 +90,16 @@ std::unique_ptr<Executor::Lane> Executor::make_lane(unsigned index) {
 
 void Executor::start() {
   const std::size_t n = graph_.steps.size();
-  use_alternative_.assign(n, 0);
+  kernel_choice_.assign(n, 0);
   step_us_.assign(n, 0.0);
-  best_trial_us_.assign(n, {1e300, 1e300});
+  best_trial_us_.assign(n, {});
+  std::size_t most_candidates = 1;
+  for (std::size_t s = 0; s < n; ++s) {
+    const std::size_t candidates = 1 + graph_.steps[s].alternatives.size();
+    best_trial_us_[s].assign(candidates, 1e300);
+    most_candidates = std::max(most_candidates, candidates);
+  }
+  trial_runs_ = most_candidates > 1 ? 3 * most_candidates : 0;
   for (unsigned i = 0; i < graph_.options.lanes; ++i) lanes_.push_back(make_lane(i));
   for (auto& lane : lanes_) {
     Lane* self = lane.get();
@@ -106,9 +114,10 @@ Status Executor::run() {
   {
     std::lock_guard lock(mutex_);
     ++generation_;
-    if (generation_ <= trial_runs) {
+    if (generation_ <= trial_runs_) {
       for (std::size_t s = 0; s < graph_.steps.size(); ++s) {
-        if (graph_.steps[s].alternative) use_alternative_[s] = generation_ % 2 == 0 ? 1 : 0;
+        const std::size_t candidates = best_trial_us_[s].size();
+        if (candidates > 1) kernel_choice_[s] = (generation_ - 1) % candidates;
       }
     }
     failed_ = false;
@@ -132,21 +141,57 @@ Status Executor::run() {
 }
 
 void Executor::choose_kernels(std::uint64_t run) {
-  if (run < 3 || run > trial_runs) return;
+  if (run > trial_runs_) return;
   for (std::size_t s = 0; s < graph_.steps.size(); ++s) {
     Step& step = graph_.steps[s];
-    if (!step.alternative) continue;
-    double& best = best_trial_us_[s][use_alternative_[s]];
-    best = std::min(best, step_us_[s]);
-    if (run < trial_runs) continue;
-    use_alternative_[s] = best_trial_us_[s][1] < best_trial_us_[s][0] ? 1 : 0;
-    if (use_alternative_[s] != 0) {
-      // The faster kernel becomes the step's: describe() and the report say what runs.
-      std::swap(step.impl, step.alternative->impl);
-      if (step.alternative->impl.find("wino") != std::string::npos) {
-        --graph_.report.winograd_convolutions;
-      }
+    std::vector<double>& best = best_trial_us_[s];
+    if (best.size() < 2) continue;
+    if (run > best.size()) {  // each candidate has run once: this one was warm
+      best[kernel_choice_[s]] = std::min(best[kernel_choice_[s]], step_us_[s]);
     }
+    if (run < trial_runs_) continue;
+    kernel_choice_[s] =
+        static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin());
+    KernelChoice& record = graph_.report.kernel_choices.emplace_back();
+    record.step = step.name;
+    for (std::size_t k = 0; k < best.size(); ++k) {
+      record.candidates.push_back({k == 0 ? step.impl : step.alternatives[k - 1].impl, best[k]});
+    }
+    record.kept = record.candidates[kernel_choice_[s]].kernel;
+    if (kernel_choice_[s] != 0) {
+      // The fastest kernel becomes the step's: describe() and the report say what runs.
+      Alternative& chosen = step.alternatives[kernel_choice_[s] - 1];
+      const bool was_winograd = step.impl.find("wino") != std::string::npos;
+      std::swap(step.impl, chosen.impl);
+      const bool is_winograd = step.impl.find("wino") != std::string::npos;
+      graph_.report.winograd_convolutions += int(is_winograd) - int(was_winograd);
+    }
+  }
+  if (run == trial_runs_) release_unkept_weights();
+}
+
+void Executor::release_unkept_weights() {
+  // The kernels not kept never run again. Their weights (oneDNN's 4x4-tile Winograd layout is 4x
+  // the plain one) go, unless a kept kernel reads the same buffer.
+  std::vector<char> kept(graph_.buffers.size(), 0);
+  std::vector<char> unkept(graph_.buffers.size(), 0);
+  auto mark = [](std::vector<char>& marks, const std::vector<Arg>& args) {
+    for (const Arg& a : args) marks[static_cast<std::size_t>(a.buffer)] = 1;
+  };
+  for (std::size_t s = 0; s < graph_.steps.size(); ++s) {
+    const Step& step = graph_.steps[s];
+    mark(kernel_choice_[s] == 0 ? kept : unkept, step.args);
+    for (std::size_t k = 0; k < step.alternatives.size(); ++k) {
+      mark(kernel_choice_[s] == k + 1 ? kept : unkept, step.alternatives[k].args);
+    }
+  }
+  for (std::size_t b = 0; b < graph_.buffers.size(); ++b) {
+    Buffer& buffer = graph_.buffers[b];
+    if (unkept[b] == 0 || kept[b] != 0 || buffer.kind != BufferKind::weights || !buffer.owned) {
+      continue;
+    }
+    buffer.owned.reset();
+    graph_.report.weight_bytes -= buffer.bytes;
   }
 }
 
@@ -175,10 +220,11 @@ void Executor::execute(Lane& lane, int index, std::uint64_t run) {
     } else {
       // The C API with the arguments built at start-up: primitive::execute would rebuild them from
       // a map on every call.
-      const bool alternative = use_alternative_[i] != 0;
+      const std::size_t choice = kernel_choice_[i];
       const std::vector<dnnl_exec_arg_t>& args =
-          alternative ? lane.alternative_args[i] : lane.args[i];
-      const dnnl::primitive& primitive = alternative ? step.alternative->primitive : step.primitive;
+          choice != 0 ? lane.alternative_args[i][choice - 1] : lane.args[i];
+      const dnnl::primitive& primitive =
+          choice != 0 ? step.alternatives[choice - 1].primitive : step.primitive;
       dnnl::error::wrap_c_api(dnnl_primitive_execute(primitive.get(), lane.stream.get(),
                                                      static_cast<int>(args.size()), args.data()),
                               "could not execute a primitive");

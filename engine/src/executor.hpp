@@ -52,7 +52,8 @@ class Executor {
     AlignedBytes scratch;
     std::vector<dnnl::memory> scratchpads;           // views of `scratch`, one per step using it
     std::vector<std::vector<dnnl_exec_arg_t>> args;  // per step, built once
-    std::vector<std::vector<dnnl_exec_arg_t>> alternative_args;  // steps with an Alternative
+    // By step, by alternative kernel (Step::alternatives).
+    std::vector<std::vector<std::vector<dnnl_exec_arg_t>>> alternative_args;
     std::vector<TraceEvent> trace;
   };
 
@@ -102,13 +103,15 @@ class Executor {
   std::atomic<bool> failed_ = false;
   std::string failure_;
 
-  // Steps with an Alternative: runs 1 and 2 warm both kernels up, runs 3 to `trial_runs` time
-  // them in turn, then the faster is kept. Changed only between runs.
-  static constexpr std::uint64_t trial_runs = 6;
-  std::vector<std::uint8_t> use_alternative_;         // by step
-  std::vector<double> step_us_;                       // by step: its time in the last run
-  std::vector<std::array<double, 2>> best_trial_us_;  // by step: primary, alternative
-  void choose_kernels(std::uint64_t run);             // after run `run` completed
+  // Steps with alternatives: a step of n candidate kernels runs them in turn, the first n runs
+  // warming each up, the later ones (to `trial_runs_`, 3 x the most candidates of any step) timing
+  // them; then the fastest is kept. Changed only between runs.
+  std::uint64_t trial_runs_ = 0;
+  std::vector<std::size_t> kernel_choice_;          // by step: 0 the primary, k its alternative k-1
+  std::vector<double> step_us_;                     // by step: its time in the last run
+  std::vector<std::vector<double>> best_trial_us_;  // by step, by candidate
+  void choose_kernels(std::uint64_t run);           // after run `run` completed
+  void release_unkept_weights();                    // once every choice is made
 };
 
 }  // namespace tfpin::engine::detail

@@ -42,7 +42,7 @@ std::vector<int> writer_counts(const std::vector<Buffer>& buffers, const std::ve
       }
     };
     note(step.args);
-    if (step.alternative) note(step.alternative->args);
+    for (const Alternative& alt : step.alternatives) note(alt.args);
     std::sort(written.begin(), written.end());
     written.erase(std::unique(written.begin(), written.end()), written.end());
     for (int b : written) ++writers[static_cast<std::size_t>(b)];

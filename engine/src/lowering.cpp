@@ -126,11 +126,13 @@ int Lowering::constant_values(const std::vector<float>& values, const md_t& user
 }
 
 int Lowering::constant_as(int v, const md_t& user, const md_t& want) {
-  auto key = std::make_pair(v, md_string(want));
-  if (auto it = constants_.find(key); it != constants_.end()) return it->second;
+  std::vector<std::pair<md_t, int>>& copies = constants_[v];
+  for (const auto& [md, buffer] : copies) {
+    if (md == want) return buffer;
+  }
   const Value& value = ir.values[static_cast<std::size_t>(v)];
-  int buffer = constant_values(*value.data, user, want, value.name);
-  constants_[key] = buffer;
+  const int buffer = constant_values(*value.data, user, want, value.name);
+  copies.emplace_back(want, buffer);
   return buffer;
 }
 

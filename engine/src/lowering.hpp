@@ -89,8 +89,9 @@ struct KernelCall {
 };
 using Kernel = std::function<void(const KernelCall&)>;
 
-// Another kernel computing the same step (Winograd's direct counterpart), on the same buffers
-// but its own weights: the executor times both in its first runs and keeps the faster.
+// Another kernel computing the same step (Winograd's direct counterpart, or oneDNN's other
+// Winograd tile size), on the same buffers but its own weights: the executor times every
+// candidate in its first runs and keeps the fastest.
 struct Alternative {
   dnnl::primitive primitive;
   std::vector<Arg> args;
@@ -111,7 +112,7 @@ struct Step {
   double flops = 0;
   std::uint64_t bytes = 0;
   unsigned threads = 0;  // 0 until add_step: the node's (Lowering::step_threads)
-  std::optional<Alternative> alternative;
+  std::vector<Alternative> alternatives;
 };
 
 bool is_plain(const md_t& md);          // no inner blocks
@@ -234,7 +235,9 @@ class Lowering {
 
  private:
   std::map<std::pair<int, std::string>, int> reordered_;  // (value, layout key) -> buffer
-  std::map<std::pair<int, std::string>, int> constants_;
+  // By value: its copies, each in a layout. Compared as descriptors, not by name: oneDNN's
+  // Winograd weight formats of different tile sizes print alike.
+  std::map<int, std::vector<std::pair<md_t, int>>> constants_;
   std::map<int, std::vector<std::pair<int, md_t>>> gradient_parts_;
   std::map<std::pair<int, std::string>, int> gradients_;  // (value, layout key) -> buffer
 };

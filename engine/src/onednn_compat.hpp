@@ -100,6 +100,19 @@ inline dnnl::convolution_forward::primitive_desc convolution_forward(
           dst, w.strides, w.dilation, w.padding_l, w.padding_r, attr};
 }
 
+// Every implementation oneDNN offers for the convolution, in its order of preference.
+inline std::vector<dnnl::convolution_forward::primitive_desc> convolution_forward_implementations(
+    const dnnl::engine& e, dnnl::prop_kind prop, dnnl::algorithm alg, const md_t& src,
+    const md_t& weights, const md_t& bias, const md_t& dst, const Window& w, const attr_t& attr) {
+  dnnl::convolution_forward::primitive_desc pd =
+      convolution_forward(e, prop, alg, src, weights, bias, dst, w, attr);
+  std::vector<dnnl::convolution_forward::primitive_desc> all;
+  // A copy keeps its implementation: next_impl() moves only the descriptor it is called on.
+  do all.push_back(pd);
+  while (pd.next_impl());
+  return all;
+}
+
 inline dnnl::convolution_backward_data::primitive_desc convolution_backward_data(
     const dnnl::engine& e, dnnl::algorithm alg, const md_t& diff_src, const md_t& weights,
     const md_t& diff_dst, const Window& w, const dnnl::convolution_forward::primitive_desc& hint,
@@ -276,6 +289,22 @@ inline dnnl::convolution_forward::primitive_desc convolution_forward(
   return {{prop, alg, src, weights, bias, dst, w.strides, w.dilation, w.padding_l, w.padding_r},
           attr,
           e};
+}
+
+// Every implementation oneDNN offers for the convolution, in its order of preference. 2.6's
+// iterator keeps a pointer to the operation descriptor, so next_impl() is only safe while that
+// descriptor lives: here, not on a descriptor returned by convolution_forward().
+inline std::vector<dnnl::convolution_forward::primitive_desc> convolution_forward_implementations(
+    const dnnl::engine& e, dnnl::prop_kind prop, dnnl::algorithm alg, const md_t& src,
+    const md_t& weights, const md_t& bias, const md_t& dst, const Window& w, const attr_t& attr) {
+  const dnnl::convolution_forward::desc op(prop, alg, src, weights, bias, dst, w.strides,
+                                           w.dilation, w.padding_l, w.padding_r);
+  dnnl::convolution_forward::primitive_desc pd(op, attr, e);
+  std::vector<dnnl::convolution_forward::primitive_desc> all;
+  // A copy keeps its implementation: next_impl() moves only the descriptor it is called on.
+  do all.push_back(pd);
+  while (pd.next_impl());
+  return all;
 }
 
 inline dnnl::convolution_backward_data::primitive_desc convolution_backward_data(

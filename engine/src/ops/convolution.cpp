@@ -137,32 +137,50 @@ static void lower_convolution(Lowering& l, int node) {
                                        window, attr);
   };
   dnnl::convolution_forward::primitive_desc pd;
-  dnnl::convolution_forward::primitive_desc direct;  // Winograd's timed alternative
+  // Winograd's timed alternatives: the direct kernel, oneDNN's other Winograd tile sizes.
+  std::vector<dnnl::convolution_forward::primitive_desc> timed;
   // oneDNN's heuristics (convolution_auto) turn Winograd down below a batch of about 4, yet its
   // F(4x4, 3x3) kernel beats the direct one on every 3x3 stride-1 layer of ResNet-50 at batch 1
   // here (and picks it anyway at batch 32): ask for it explicitly where it applies. Not
   // everywhere: on AlexNet's conv3 at batch 1 (13x13, 192 -> 384 channels) it is 3.6x slower
   // than direct on 2 threads (on 1 it is faster; timed alone outside the executor it is as fast
   // as direct). So a small layer carries the direct kernel as an alternative, and the executor
-  // keeps whichever ran faster in its first runs (Step::alternative).
+  // keeps whichever ran faster in its first runs (Step::alternatives). oneDNN 2.6 has two
+  // Winograd kernels, F(2x2, 3x3) and F(4x4, 3x3), and offers the first where it applies; neither
+  // wins everywhere (standalone at batch 1 on 2 threads: 64 channels at 56x56, 4x4 tiles 18%
+  // faster; 512 at 7x7, 2x2 tiles 1.6x faster), so both are timed.
   // (Training: direct only; oneDNN 2.6's Winograd backward is slower than its direct kernels.)
   if (l.options.winograd && !l.training() && winograd_shape(l.ir, node)) {
+    std::vector<dnnl::convolution_forward::primitive_desc> winograd;
     try {
-      pd = onednn::convolution_forward(l.engine, dnnl::prop_kind::forward_inference,
-                                       dnnl::algorithm::convolution_winograd, src_md, w_any, b_md,
-                                       dst_md, window, attr);
+      winograd = onednn::convolution_forward_implementations(
+          l.engine, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd,
+          src_md, w_any, b_md, dst_md, window, attr);
     } catch (const dnnl::error&) {
-      pd = {};  // not available for this shape or layout: direct (or oneDNN's choice) below
+      winograd
+          .clear();  // not available for this shape or layout: direct (or oneDNN's choice) below
     }
+    if (!winograd.empty()) pd = winograd.front();
     if (pd && modelled_microseconds(node_cost(l.ir, node), l.step_threads) < timed_choice_max_us) {
+      // An alternative must read and write the same buffers in the same layouts.
+      auto same_buffers = [&](const dnnl::convolution_forward::primitive_desc& other) {
+        return other.src_desc() == pd.src_desc() && other.dst_desc() == pd.dst_desc();
+      };
       try {
-        direct = onednn::convolution_forward(l.engine, dnnl::prop_kind::forward_inference,
-                                             dnnl::algorithm::convolution_direct, src_md, w_any,
-                                             b_md, dst_md, window, attr);
-        // The alternative must read and write the same buffers in the same layouts.
-        if (direct.src_desc() != pd.src_desc() || direct.dst_desc() != pd.dst_desc()) direct = {};
+        auto direct = onednn::convolution_forward(l.engine, dnnl::prop_kind::forward_inference,
+                                                  dnnl::algorithm::convolution_direct, src_md,
+                                                  w_any, b_md, dst_md, window, attr);
+        if (same_buffers(direct)) timed.push_back(direct);
       } catch (const dnnl::error&) {
-        direct = {};  // no direct kernel for this layout: Winograd it is
+        // no direct kernel for this layout
+      }
+      const std::string first = pd.impl_info_str();
+      for (const auto& other : winograd) {
+        const std::string impl = other.impl_info_str();
+        if (impl != first && impl.find("wino") != std::string::npos && same_buffers(other)) {
+          timed.push_back(other);
+          break;
+        }
       }
     }
   }
@@ -213,19 +231,19 @@ static void lower_convolution(Lowering& l, int node) {
   // An in-place residual sum reads the destination before writing it.
   step.args.push_back(residual >= 0 ? Arg::in_out(DNNL_ARG_DST, dst, pd.dst_desc())
                                     : Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
-  if (direct) {
+  for (const auto& other : timed) {
     Alternative alt;
-    alt.primitive = dnnl::convolution_forward(direct);
+    alt.primitive = dnnl::convolution_forward(other);
     alt.args = step.args;
     alt.args[1] =
-        Arg::in(DNNL_ARG_WEIGHTS, l.parameter_as(n.inputs[1], w_user, direct.weights_desc()),
-                direct.weights_desc());
-    alt.scratchpad_bytes = direct.scratchpad_desc().get_size();
-    const char* impl = direct.impl_info_str();
+        Arg::in(DNNL_ARG_WEIGHTS, l.parameter_as(n.inputs[1], w_user, other.weights_desc()),
+                other.weights_desc());
+    alt.scratchpad_bytes = other.scratchpad_desc().get_size();
+    const char* impl = other.impl_info_str();
     alt.impl = impl != nullptr ? impl : "";
-    step.alternative = std::move(alt);
-    ++l.report.timed_choices;
+    step.alternatives.push_back(std::move(alt));
   }
+  if (!timed.empty()) ++l.report.timed_choices;
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1] * od[2] * od[3]) *

@@ -101,20 +101,35 @@ struct CompileOptions {
   std::optional<TrainingOptions> training;  // unset: inference
 };
 
+// A step whose kernel the executor chose by timing each candidate in its first runs.
+struct KernelChoice {
+  struct Candidate {
+    std::string kernel;  // oneDNN implementation ("jit_wino_4x3:avx512_core")
+    double best_us = 0;  // fastest of its timed runs
+  };
+  std::string step;
+  std::string kept;                   // the fastest candidate's kernel
+  std::vector<Candidate> candidates;  // the compiled kernel first
+};
+
 struct CompileReport {
   std::uint64_t arena_bytes = 0;       // peak activation memory after reuse (the planned arena)
   std::uint64_t activation_bytes = 0;  // what the activations would take without reuse
-  std::uint64_t weight_bytes = 0;      // constants in the layouts the primitives want
+  // Constants in the layouts the primitives want; once the timed runs are over, less the weights
+  // of the kernels not kept.
+  std::uint64_t weight_bytes = 0;
   std::uint64_t scratchpad_bytes = 0;  // per lane
   double flops = 0;      // forward pass: 2 x multiply-accumulates of convs and inner products
   int steps = 0;         // primitives executed per run
   int reorders = 0;      // of which layout conversions
   int wide_steps = 0;    // nodes run on every lane's cores (CompileOptions::elastic_threads)
   int narrow_steps = 0;  // nodes run on one thread though the lane has more
-  // Small 3x3 convolutions whose kernel (Winograd or direct) was chosen by timing both at compile
-  // time, and the convolutions that run Winograd.
+  // Small 3x3 convolutions whose kernel (oneDNN's Winograd tile sizes or direct) is chosen by
+  // timing each in the first runs, and the convolutions that run Winograd (after those runs: the
+  // kernels kept).
   int timed_choices = 0;
   int winograd_convolutions = 0;
+  std::vector<KernelChoice> kernel_choices;  // filled when the timed runs are over
   int folded_batch_norms = 0;
   int fused_relus = 0;
   int fused_eltwises = 0;            // inference: other activations made post-ops (Graph::eltwise)
