@@ -13,7 +13,9 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <oneapi/dnnl/dnnl_version.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -56,6 +58,23 @@ struct EltwiseStep {
 // oneDNN 2.6 refuses to run a batch norm backward without the shift (which it does not use);
 // 3.x refuses to run it with one (it counts its arguments).
 inline constexpr bool batch_norm_backward_reads_shift = DNNL_VERSION_MAJOR < 3;
+
+// `pd` and the other implementations oneDNN offers after it, in its order of preference, each
+// once: 2.6's iterator yields a kernel again for each earlier descriptor of the same shape
+// (ResNet-50's third layer1 convolution got F(2x2, 3x3) and F(4x4, 3x3) three times each). A
+// copy keeps its implementation: next_impl() moves only the descriptor it is called on.
+template <class PrimitiveDesc>
+std::vector<PrimitiveDesc> implementations_from(PrimitiveDesc pd) {
+  std::vector<PrimitiveDesc> all;
+  std::vector<std::string> seen;
+  do {
+    std::string impl = pd.impl_info_str();
+    if (std::find(seen.begin(), seen.end(), impl) != seen.end()) continue;
+    seen.push_back(std::move(impl));
+    all.push_back(pd);
+  } while (pd.next_impl());
+  return all;
+}
 
 #if DNNL_VERSION_MAJOR >= 3  // ======================================================= oneDNN 3.x
 
@@ -104,13 +123,7 @@ inline dnnl::convolution_forward::primitive_desc convolution_forward(
 inline std::vector<dnnl::convolution_forward::primitive_desc> convolution_forward_implementations(
     const dnnl::engine& e, dnnl::prop_kind prop, dnnl::algorithm alg, const md_t& src,
     const md_t& weights, const md_t& bias, const md_t& dst, const Window& w, const attr_t& attr) {
-  dnnl::convolution_forward::primitive_desc pd =
-      convolution_forward(e, prop, alg, src, weights, bias, dst, w, attr);
-  std::vector<dnnl::convolution_forward::primitive_desc> all;
-  // A copy keeps its implementation: next_impl() moves only the descriptor it is called on.
-  do all.push_back(pd);
-  while (pd.next_impl());
-  return all;
+  return implementations_from(convolution_forward(e, prop, alg, src, weights, bias, dst, w, attr));
 }
 
 inline dnnl::convolution_backward_data::primitive_desc convolution_backward_data(
@@ -299,12 +312,7 @@ inline std::vector<dnnl::convolution_forward::primitive_desc> convolution_forwar
     const md_t& weights, const md_t& bias, const md_t& dst, const Window& w, const attr_t& attr) {
   const dnnl::convolution_forward::desc op(prop, alg, src, weights, bias, dst, w.strides,
                                            w.dilation, w.padding_l, w.padding_r);
-  dnnl::convolution_forward::primitive_desc pd(op, attr, e);
-  std::vector<dnnl::convolution_forward::primitive_desc> all;
-  // A copy keeps its implementation: next_impl() moves only the descriptor it is called on.
-  do all.push_back(pd);
-  while (pd.next_impl());
-  return all;
+  return implementations_from(dnnl::convolution_forward::primitive_desc(op, attr, e));
 }
 
 inline dnnl::convolution_backward_data::primitive_desc convolution_backward_data(

@@ -304,6 +304,37 @@ TEST(Schedule, WinogradKernelsAndDirectAreTimedAndTheChoiceKept) {
   EXPECT_LT(report.weight_bytes, weights_compiled);
 }
 
+TEST(Schedule, SameShapedConvolutionsTimeEachKernelOnce) {
+  // oneDNN 2.6's implementation iterator repeats kernels for descriptors of a shape it has seen:
+  // the third of three alike layers must still time each kernel once.
+  Graph g;
+  TensorId x = g.input("x", {1, 16, 13, 13});
+  for (int k = 0; k < 3; ++k) x = conv3x3(g, x, 16, 16, "alike" + std::to_string(k), 3 + k);
+  g.output(x, "y");
+  CompileOptions options;
+  options.intra = 2;
+  std::unique_ptr<Runtime> rt;
+  ASSERT_TRUE(Runtime::create(g, options, &rt).ok());
+  if (!onednn_offers_winograd()) GTEST_SKIP() << "oneDNN offers no Winograd kernel on this machine";
+  ASSERT_EQ(rt->report().timed_choices, 3);
+  const std::vector<float> in = random_values(rt->inputs().at(0).elements(), 7);
+  std::vector<float> y(rt->outputs().at(0).elements());
+  const ExternalInput inputs[] = {{"x", in.data()}};
+  const ExternalOutput outputs[] = {{"y", y.data()}};
+  ASSERT_TRUE(rt->setup(inputs, outputs).ok());
+  for (int k = 0; k < 12; ++k) ASSERT_TRUE(rt->run().ok());  // 3 x 3 trial runs at most
+  const std::vector<KernelChoice>& choices = rt->report().kernel_choices;
+  ASSERT_EQ(choices.size(), 3U);
+  for (const KernelChoice& c : choices) {
+    EXPECT_EQ(c.candidates.size(), choices[0].candidates.size()) << c.step;
+    for (std::size_t a = 0; a < c.candidates.size(); ++a) {
+      for (std::size_t b = a + 1; b < c.candidates.size(); ++b) {
+        EXPECT_NE(c.candidates[a].kernel, c.candidates[b].kernel) << c.step;
+      }
+    }
+  }
+}
+
 TEST(Schedule, BatchOneInnerProductIsAMatrixVectorKernelOnAvx512) {
   Graph g;
   const TensorId x = g.input("x", {1, 256}, Layout::nc);

@@ -157,8 +157,8 @@ static void lower_convolution(Lowering& l, int node) {
           l.engine, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd,
           src_md, w_any, b_md, dst_md, window, attr);
     } catch (const dnnl::error&) {
-      winograd
-          .clear();  // not available for this shape or layout: direct (or oneDNN's choice) below
+      // Not available for this shape or layout: direct (or oneDNN's choice) below.
+      winograd.clear();
     }
     if (!winograd.empty()) pd = winograd.front();
     if (pd && modelled_microseconds(node_cost(l.ir, node), l.step_threads) < timed_choice_max_us) {
@@ -174,13 +174,9 @@ static void lower_convolution(Lowering& l, int node) {
       } catch (const dnnl::error&) {
         // no direct kernel for this layout
       }
-      const std::string first = pd.impl_info_str();
-      for (const auto& other : winograd) {
-        const std::string impl = other.impl_info_str();
-        if (impl != first && impl.find("wino") != std::string::npos && same_buffers(other)) {
-          timed.push_back(other);
-          break;
-        }
+      // oneDNN's other Winograd kernels (2.6 on AVX-512: F(4x4, 3x3) after F(2x2, 3x3)).
+      for (std::size_t k = 1; k < winograd.size(); ++k) {
+        if (same_buffers(winograd[k])) timed.push_back(winograd[k]);
       }
     }
   }
