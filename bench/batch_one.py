@@ -11,9 +11,11 @@ configuration alike), `tfpin bench --forward_only --batch_size 1 --json` with
                lane of 1 thread; images/sec of both together (each request's latency is longer)
 and, for AlexNet, fc6/fc7/fc8 from a trace: weight bytes / median step time, in GB/s and as a
 share of the bandwidth measured in the same run by a STREAM-like probe compiled on the fly
-(triad a = b + s c counted as STREAM does, 3 x 8 bytes per element, and a read-only sum, both on
-every allowed core, on huge pages as the engine's weights), with --no_matrix_vector (oneDNN's kernel) beside it. The FMA peak of the same
-cores is printed too (engine_vs_pytorch.py's probe).
+(triad a = b + s c counted as STREAM does, 3 x 4 bytes per element, and a read-only sum, both on
+every allowed core, on huge pages as the engine's weights), with --no_matrix_vector (oneDNN's
+kernel) beside it. The FMA peak of the same cores is printed too. Both probes (bench/machine.py)
+use the widest vector the CPU has, zmm (AVX-512F) or ymm (AVX2+FMA; TFPIN_BENCH_ISA=avx2 asks for
+it on an AVX-512 CPU), and the report names it and the CPU.
 
     bench/batch_one.py --rounds 3
     bench/batch_one.py --models googlenet,inception3 --rounds 5 --exe build/cli/tfpin
@@ -22,7 +24,6 @@ Standard library only; needs g++ with OpenMP for the bandwidth probe.
 import argparse
 import collections
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -30,59 +31,10 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from engine_vs_pytorch import MODELS, allowed_cpus, fma_peak  # noqa: E402
+from engine_vs_pytorch import MODELS  # noqa: E402
+from machine import ISA_HELP, allowed_cpus, cpu, fma_peak, memory_bandwidth  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-
-BANDWIDTH_PROBE = r"""
-#include <omp.h>
-#include <sys/mman.h>
-#include <cstdio>
-#include <cstdlib>
-#include <immintrin.h>
-// 2 MiB aligned with transparent huge pages, as the engine allocates weights: 4 KiB pages would
-// measure TLB misses as much as memory.
-static float* huge(long bytes) {
-  void* p = std::aligned_alloc(2L << 20, bytes);
-  madvise(p, bytes, MADV_HUGEPAGE);
-  return static_cast<float*>(p);
-}
-int main() {
-  const long n = 1L << 26;  // 256 MiB per float array: far beyond any cache
-  float* a = huge(n * 4);
-  float* b = huge(n * 4);
-  float* c = huge(n * 4);
-#pragma omp parallel for schedule(static)
-  for (long i = 0; i < n; ++i) { a[i] = 1; b[i] = 2; c[i] = 3; }
-  double triad = 1e30, read = 1e30;
-  float sink = 0;
-  for (int r = 0; r < 8; ++r) {
-    double t = omp_get_wtime();
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
-    t = omp_get_wtime() - t;
-    if (t < triad) triad = t;
-    t = omp_get_wtime();
-#pragma omp parallel reduction(+ : sink)
-    {
-      __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-#pragma omp for schedule(static)
-      for (long i = 0; i < n; i += 64) {
-        s0 = _mm512_add_ps(s0, _mm512_load_ps(b + i));
-        s1 = _mm512_add_ps(s1, _mm512_load_ps(b + i + 16));
-        s2 = _mm512_add_ps(s2, _mm512_load_ps(b + i + 32));
-        s3 = _mm512_add_ps(s3, _mm512_load_ps(b + i + 48));
-      }
-      float out[16];
-      _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
-      for (float x : out) sink += x;
-    }
-    t = omp_get_wtime() - t;
-    if (t < read) read = t;
-  }
-  std::printf("%.3f %.3f %g\n", 3.0 * n * 4 / triad / 1e9, 1.0 * n * 4 / read / 1e9, sink);
-}
-"""
 
 FC_WEIGHT_BYTES = {"classifier.1": 9216 * 4096 * 4, "classifier.4": 4096 * 4096 * 4,
                    "classifier.6": 4096 * 1000 * 4}
@@ -94,20 +46,6 @@ CONFIGS = {
     "2x1-fixed": ["--num_inter_threads", "2", "--num_intra_threads", "1", "--no_elastic_threads"],
     "2 streams": ["--num_streams", "2"],
 }
-
-
-def bandwidth(workdir, threads):
-    src = Path(workdir) / "bw.cpp"
-    exe = Path(workdir) / "bw"
-    src.write_text(BANDWIDTH_PROBE)
-    build = subprocess.run(["g++", "-O2", "-mavx512f", "-fopenmp", "-o", str(exe), str(src)],
-                           capture_output=True, text=True)
-    if build.returncode != 0:
-        sys.exit(f"bandwidth probe: cannot compile: {build.stderr.strip()}")
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OMP_PROC_BIND="true", OMP_PLACES="cores")
-    out = subprocess.run([str(exe)], capture_output=True, text=True, env=env, check=True).stdout
-    triad, read, _ = out.split()
-    return float(triad), float(read)
 
 
 def bench(exe, model, flags, batches, trace=None):
@@ -130,7 +68,7 @@ def fc_microseconds(trace):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=ISA_HELP)
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--num_batches", type=int, default=40)
@@ -146,9 +84,9 @@ def main():
         ips = collections.defaultdict(list)
         fc = collections.defaultdict(list)  # (kernel, layer) -> GB/s per round
         for _ in range(args.rounds):
-            triad, read = bandwidth(work, 2)
-            triads.append(triad)
-            reads.append(read)
+            bw = memory_bandwidth(2, work)
+            triads.append(bw.triad)
+            reads.append(bw.read)
             for model in models:
                 for name, flags in CONFIGS.items():
                     ips[(model, name)].append(bench(args.exe, model, flags, args.num_batches)
@@ -160,8 +98,9 @@ def main():
                     for name, us in fc_microseconds(trace).items():
                         fc[(kernel, name)].append(FC_WEIGHT_BYTES[name] / us / 1e3)
     triad, read = statistics.median(triads), statistics.median(reads)
-    print(f"2 cores: FMA peak {peak or 0:.0f} GFLOP/s, memory triad {triad:.1f} GB/s, "
-          f"read {read:.1f} GB/s (medians of {args.rounds} rounds)")
+    print(f"cpu: {cpu()}")
+    print(f"{peak}, memory triad {triad:.1f} GB/s, read {read:.1f} GB/s of 2 cores ({bw.isa}; "
+          f"medians of {args.rounds} rounds)")
     print("images/sec, batch 1 | " + " | ".join(CONFIGS) + " | 2x1 / 1x2 | streams / 1x2")
     for model in models:
         med = {name: statistics.median(ips[(model, name)]) for name in CONFIGS}

@@ -10,12 +10,12 @@ Slurms with the plugin and the shim, `tfpin bench --variable_update=horovod` for
   1 x 2 threads  srun -N1 -n1 -c2 --tf-threads=2 at twice the batch (same global batch)
 
 Prints medians of total images/sec, the scaling efficiency (2 nodes / 2 x one rank; goal >= 0.9),
-the allreduce time per step and the fraction of it hidden behind backward, and the FMA peak
-measured in the same run. Usage:
+the allreduce time per step and the fraction of it hidden behind backward, the CPU and the FMA
+peak of one core measured in the same run (bench/machine.py: zmm with AVX-512F, else ymm with
+AVX2+FMA). Usage:
     bench/data_parallel.py [--model resnet50] [--batch_size 32] [--rounds 3] [--num_batches 5]"""
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "slurm"))
 sys.path.insert(0, str(ROOT / "bench"))
 from slurm_cluster import LocalSlurm, MPI_LOOPBACK_ENV, mpi_missing  # noqa: E402
-from engine_vs_pytorch import fma_peak  # noqa: E402
+from machine import ISA_HELP, cpu, fma_peak  # noqa: E402
 
 
 def run(cluster, srun_args, bench_args, tfpin):
@@ -37,7 +37,7 @@ def run(cluster, srun_args, bench_args, tfpin):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(epilog=ISA_HELP)
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch_size", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
@@ -86,7 +86,7 @@ def main():
     med = {name: statistics.median(j["images_per_sec"] for j in runs)
            for name, runs in results.items()}
     print(f"\n{a.model} training, batch {a.batch_size} per rank, medians of {a.rounds} rounds; "
-          f"FMA peak of one core {peak:.0f} GFLOP/s" if peak else "; FMA peak not measured")
+          f"{cpu()}, {peak}")
     for name in configs:
         print(f"  {name:<14} {med[name]:8.2f} images/sec")
     for name in ("2 nodes", "2 x 1 thread"):

@@ -4,7 +4,9 @@
 For each model: `tfpin bench --forward_only --json` and a PyTorch 1.13 run of the torchvision model
 (channels_last; torch.jit.optimize_for_inference for ResNet-50, PyTorch's fastest path there), with
 the same batch size and intra-op threads, then images/sec of both, their ratio, and each as a
-percentage of the FMA peak measured by a small AVX-512 FMA loop compiled on the fly.
+percentage of the FMA peak measured by a small FMA loop compiled on the fly (bench/machine.py) for
+the widest vector the CPU has: zmm with AVX-512F, else ymm with AVX2+FMA (TFPIN_BENCH_ISA=avx2
+measures the ymm peak of an AVX-512 CPU). The report names the CPU and the probe's vector.
 
 --train compares training steps instead: `tfpin bench` without --forward_only against PyTorch
 training the same model the same way (train mode, batch-norm batch statistics, cross-entropy on
@@ -13,8 +15,11 @@ fixed labels, SGD lr 0.01 momentum 0.9, no auxiliary heads), counting 3x the for
 both alike).
 
 The fair PyTorch baseline (DESIGN.md, "Performance goals in force"): Debian's OpenBLAS behind
-libblas.so.3 and OPENBLAS_CORETYPE=SKYLAKEX (OpenBLAS 0.3.21 does not recognise this CPU). Install
-with `scripts/setup --bench`. Standard library only.
+libblas.so.3, on kernels of the CPU's vector width. Before the runs, each peer's python (the host's,
+and the root's) reports which core its OpenBLAS picks by itself; only when that core is narrower
+than the CPU (an OpenBLAS that does not know the CPU falls back to e.g. Prescott) does the peer get
+OPENBLAS_CORETYPE=SkylakeX (AVX-512), Haswell or Zen (AVX2), and the report says so. An inherited
+OPENBLAS_CORETYPE is not passed on. Install with `scripts/setup --bench`. Standard library only.
 
 --root DIR (a Debian 13 root made by bench/peer-root) adds the current releases' peers, each run
 inside that root with chroot, one after another with the same batch and threads:
@@ -36,72 +41,18 @@ import contextlib
 import json
 import os
 import statistics
-import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
-import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import allowed_cpus, cpu, fma_peak, openblas_coretype  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ["resnet50", "inception3", "vgg16", "googlenet", "alexnet"]
 # Debian's python3-torch lives in Debian's interpreter, not in a pyenv/virtualenv one.
 TORCH_PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
-
-FMA_PROBE = r"""
-#include <immintrin.h>
-#include <pthread.h>
-#include <sched.h>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <thread>
-#include <vector>
-// 12 independent accumulator chains of 512-bit FMAs: enough in flight for 2 FMA pipes x 4 cycles.
-static double run(long iters) {
-  __m512 b = _mm512_set1_ps(1.0000001f), c = _mm512_set1_ps(1e-7f);
-  __m512 a0 = _mm512_set1_ps(0), a1 = _mm512_set1_ps(1), a2 = _mm512_set1_ps(2),
-         a3 = _mm512_set1_ps(3), a4 = _mm512_set1_ps(4), a5 = _mm512_set1_ps(5),
-         a6 = _mm512_set1_ps(6), a7 = _mm512_set1_ps(7), a8 = _mm512_set1_ps(8),
-         a9 = _mm512_set1_ps(9), a10 = _mm512_set1_ps(10), a11 = _mm512_set1_ps(11);
-  auto t0 = std::chrono::steady_clock::now();
-  for (long k = 0; k < iters; ++k) {
-#define F(x) x = _mm512_fmadd_ps(x, b, c);
-    F(a0) F(a1) F(a2) F(a3) F(a4) F(a5) F(a6) F(a7) F(a8) F(a9) F(a10) F(a11)
-  }
-  double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                           _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-  s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-  if (_mm512_reduce_add_ps(s) == 12345.f) std::printf(" ");
-  return iters * 12.0 * 32 / dt / 1e9;
-}
-int main(int argc, char** argv) {
-  int n = std::atoi(argv[1]);
-  std::vector<int> cpus;
-  for (int i = 2; i < argc; ++i) cpus.push_back(std::atoi(argv[i]));
-  // Best of several concurrent rounds: a shared machine only ever makes the probe slower.
-  double best = 0;
-  for (int round = 0; round < 5; ++round) {
-    std::vector<double> r(n);
-    std::vector<std::thread> ts;
-    for (int t = 0; t < n; ++t) {
-      ts.emplace_back([&, t] {
-        cpu_set_t set; CPU_ZERO(&set); CPU_SET(cpus[t % cpus.size()], &set);
-        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-        if (round == 0) run(20000000);  // warm up (frequency, power licence)
-        r[t] = run(60000000);
-      });
-    }
-    for (auto& t : ts) t.join();
-    double sum = 0;
-    for (double x : r) sum += x;
-    if (sum > best) best = sum;
-  }
-  std::printf("%.2f\n", best);
-}
-"""
 
 # Shared by both runners (each runs in its own interpreter): the torchvision model for
 # model_name (no auxiliary heads when training), its input size, and one SGD training step.
@@ -258,10 +209,20 @@ class Root:
         return ["chroot", str(self.path), *argv]
 
 
-def run_peer(root, peer, model, args):
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
-           "OMP_NUM_THREADS": str(args.threads), "OPENBLAS_NUM_THREADS": str(args.threads),
-           "OPENBLAS_CORETYPE": "SKYLAKEX"}
+def peer_env(args):
+    """The environment of the peers in the root (before OpenBLAS's core is settled)."""
+    return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
+            "OMP_NUM_THREADS": str(args.threads), "OPENBLAS_NUM_THREADS": str(args.threads)}
+
+
+def torch_env(args):
+    """The environment of PyTorch 1.13 on this machine (before OpenBLAS's core is settled)."""
+    return dict(os.environ, OMP_NUM_THREADS=str(args.threads),
+                OPENBLAS_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+
+
+def run_peer(root, peer, model, args, blas):
+    env = blas.apply(peer_env(args))
     steps = str(max(3, args.num_batches // 2))
     res = subprocess.run(root.command("/usr/bin/python3", "-c", PEER_RUNNER, peer, model,
                                       str(args.batch_size), str(args.threads), steps,
@@ -271,30 +232,6 @@ def run_peer(root, peer, model, args):
     if res.returncode != 0:
         raise RuntimeError(f"{peer} {model} failed: {res.stderr.strip()[-2000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
-
-
-def allowed_cpus():
-    return sorted(os.sched_getaffinity(0))
-
-
-def fma_peak(threads, workdir):
-    """GFLOP/s of `threads` cores running FMAs flat out (None when no AVX-512 compiler/CPU)."""
-    if shutil.which("g++") is None:
-        return None
-    src = Path(workdir) / "fma.cpp"
-    exe = Path(workdir) / "fma"
-    src.write_text(FMA_PROBE)
-    build = subprocess.run(["g++", "-O2", "-mavx512f", "-pthread", "-o", str(exe), str(src)],
-                           capture_output=True, text=True)
-    if build.returncode != 0:
-        print(f"fma probe: cannot compile: {build.stderr.strip()}", file=sys.stderr)
-        return None
-    cpus = [str(c) for c in allowed_cpus()]
-    run = subprocess.run([str(exe), str(threads), *cpus], capture_output=True, text=True)
-    if run.returncode != 0:
-        print("fma probe: the CPU has no AVX-512 (or the probe crashed)", file=sys.stderr)
-        return None
-    return float(run.stdout.strip())
 
 
 def blas_alternative():
@@ -320,10 +257,8 @@ def run_tfpin(exe, model, args, interop, prefix=()):
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def run_torch(model, args):
-    env = dict(os.environ)
-    env.update({"OPENBLAS_CORETYPE": "SKYLAKEX", "OMP_NUM_THREADS": str(args.threads),
-                "OPENBLAS_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)})
+def run_torch(model, args, blas):
+    env = blas.apply(torch_env(args))
     jit = "1" if model == "resnet50" and not args.train else "0"
     res = subprocess.run([TORCH_PYTHON, "-c", TORCH_RUNNER, model, str(args.batch_size),
                           str(args.threads), str(max(3, args.num_batches // 2)),
@@ -381,8 +316,10 @@ def main():
     if os.geteuid() != 0 and args.root:
         p.error("--root needs root (chroot)")
 
+    machine = cpu()
     with tempfile.TemporaryDirectory() as tmp:
         peak = fma_peak(args.threads, tmp)
+    openblas = {}  # peer environment -> OpenBlasChoice, for the JSON
     with contextlib.ExitStack() as stack:
         root = stack.enter_context(Root(args.root)) if args.root else None
         # (label, kind, function) in the order they run in each round.
@@ -399,15 +336,21 @@ def main():
         if not args.no_torch:
             probe = subprocess.run([TORCH_PYTHON, "-c", "import torch, torchvision"], capture_output=True)
             if probe.returncode == 0:
-                runners.append(("torch1.13", "peer", lambda model: run_torch(model, args)))
+                host_blas = openblas["torch1.13"] = openblas_coretype([TORCH_PYTHON], torch_env(args))
+                runners.append(("torch1.13", "peer", lambda model: run_torch(model, args, host_blas)))
                 blas = blas_alternative()
-                print(f"torch1.13: OPENBLAS_CORETYPE=SKYLAKEX, channels_last, libblas.so.3 -> {blas}"
+                print(f"torch1.13: {host_blas.message}; channels_last, libblas.so.3 -> {blas}"
                       + ("" if "openblas" in blas else "  (WARNING: not OpenBLAS: the baseline is unfairly slow)"))
             else:
                 print("torch1.13: PyTorch/torchvision not importable here: run scripts/setup --bench (skipped)",
                       file=sys.stderr)
-        for peer in peers if root else []:
-            runners.append((peer, "peer", lambda model, peer=peer: run_peer(root, peer, model, args)))
+        if root and peers:
+            root_blas = openblas["root"] = openblas_coretype(root.command("/usr/bin/python3"),
+                                                             peer_env(args))
+            print(f"peers in {root.path}: {root_blas.message}")
+            for peer in peers:
+                runners.append((peer, "peer",
+                                lambda model, peer=peer: run_peer(root, peer, model, args, root_blas)))
 
         # Versions each tfpin runs with, as it reports them.
         labels = {}
@@ -421,9 +364,9 @@ def main():
             onednn = next((l.split(":", 1)[1].split("(")[0].strip() for l in out.splitlines()
                            if l.startswith("oneDNN:")), "?")
             labels[label] = f"{label} (oneDNN {onednn})"
+        print(f"cpu: {machine}")
         print(f"{'training' if args.train else 'inference'}: threads {args.threads} "
-              f"(tfpin inter-op {args.interop}), batch {args.batch_size}, "
-              + (f"FMA peak {peak:.0f} GFLOP/s" if peak else "FMA peak: not measured"))
+              f"(tfpin inter-op {args.interop}), batch {args.batch_size}, {peak}")
         print("(% peak: direct-convolution FLOPs per image x images/sec over the FMA peak; Winograd does "
               "fewer multiplications, so it can pass 100%" + ("; training counts 3x the forward)" if args.train else ")"))
         print("(best: the fastest step, which other load on a shared machine cannot inflate; "
@@ -449,7 +392,7 @@ def main():
                 continue
             ips = lambda r: r["images_per_sec"]
             best = lambda r: r["step_images_per_sec"]["best"] if "step_images_per_sec" in r else r["best_step"]
-            pct = lambda v: 100.0 * v * gflop / peak if peak else float("nan")
+            pct = lambda v: 100.0 * v * gflop / peak.gflops if peak.gflops else float("nan")
             tfpin_labels = [label for label, kind, _ in runners if kind == "tfpin" and runs[label]]
             # Per round: the faster tfpin; ratios of it to each runner, then the median.
             best_tfpin = [max(runs[label][k]["images_per_sec"] for label in tfpin_labels)
@@ -458,7 +401,9 @@ def main():
             print(f"  {'runner':<30} {'img/s':>8} {'best':>8} {'% peak':>7} {'tfpin/x':>8}")
             row = {"model": model, "mode": "training" if args.train else "inference",
                    "batch_size": args.batch_size, "threads": args.threads, "interop": args.interop,
-                   "rounds": args.rounds, "gflop_per_image": gflop, "fma_peak_gflops": peak, "runners": {}}
+                   "rounds": args.rounds, "gflop_per_image": gflop, "cpu": machine.as_json(),
+                   "fma_peak_gflops": peak.gflops, "fma_peak_isa": peak.isa,
+                   "openblas": {k: v.as_json() for k, v in openblas.items()}, "runners": {}}
             best_peer = None
             for label, kind, _ in runners:
                 name = labels.get(label, label)

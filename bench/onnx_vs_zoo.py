@@ -2,7 +2,8 @@
 """The zoo's ResNet-50 against the same network exported to ONNX by Debian's PyTorch (issue #15):
 `tfpin bench --model resnet50` and `tfpin bench --model resnet50.onnx`, inference, NCHW, the
 same batch and threads, interleaved round by round. Prints the median images/sec of each, their
-ratio and the FMA peak measured in the same run. Usage:
+ratio, the CPU and the FMA peak measured in the same run (bench/machine.py: zmm with AVX-512F, else
+ymm with AVX2+FMA). Usage:
     bench/onnx_vs_zoo.py [--batch_size 32] [--rounds 5] [--num_batches 10] [--threads 2]"""
 import argparse
 import json
@@ -14,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from engine_vs_pytorch import fma_peak  # noqa: E402
+from machine import ISA_HELP, cpu, fma_peak  # noqa: E402
 
 
 def export_resnet50(path):
@@ -37,7 +38,7 @@ def bench(tfpin, model, a):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(epilog=ISA_HELP)
     ap.add_argument("--batch_size", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--num_batches", type=int, default=10)
@@ -58,13 +59,13 @@ def main():
                 print(f"round {r + 1} {name}: {j['images_per_sec']:.2f} images/sec", flush=True)
     print(f"\nResNet-50 inference, batch {a.batch_size}, {a.threads} threads, NCHW, medians of {a.rounds} "
           f"interleaved rounds of {a.num_batches} steps"
-          + (f"; FMA peak of {a.threads} cores {peak:.0f} GFLOP/s" if peak else ""))
+          + f"; {cpu()}, {peak}")
     for name, values in speeds.items():
         j = details[name]
         median = statistics.median(values)
         gflops = median * j["gflop_per_image"]
         print(f"  {name:14s} {median:7.2f} images/sec  ({gflops:.0f} GFLOP/s"
-              + (f", {100 * gflops / peak:.0f}% of peak" if peak else "")
+              + (f", {100 * gflops / peak.gflops:.0f}% of peak" if peak.gflops else "")
               + f"; {j['compile']['steps']} steps, {j['compile']['reorders']} reorders)")
     ratio = statistics.median(speeds["resnet50.onnx"]) / statistics.median(speeds["zoo resnet50"])
     print(f"  ONNX / zoo: {ratio:.3f}")

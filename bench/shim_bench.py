@@ -26,6 +26,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from machine import cpu  # noqa: E402
 DEFAULT_SHIM = os.path.join(HERE, "..", "build", "shim", "libtfpin-shim.so")
 
 
@@ -66,6 +68,7 @@ def main():
         sys.exit("needs 2 usable CPUs")
     a, b = cpus[:2]
     print(f"shim: {shim}")
+    print(f"cpu: {cpu()}")
     print(f"cpus used: {a},{b}   load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
     with tempfile.TemporaryDirectory() as tmp:

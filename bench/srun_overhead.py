@@ -17,7 +17,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "slurm"))
+sys.path.insert(0, str(ROOT / "bench"))
 from slurm_cluster import LocalSlurm  # noqa: E402
+from machine import cpu  # noqa: E402
 
 CPUS_PER_NODE = 2
 
@@ -81,7 +83,7 @@ def main():
             c.stop()
     base = statistics.median(times[variants[0][0]])
     print(f"srun {' '.join(step)} true, {a.nodes} simulated node(s), {a.runs} runs each, "
-          "interleaved")
+          f"interleaved; {cpu()}")
     for name, _, _ in variants:
         m = statistics.median(times[name])
         print(f"  {name:<55} median {m * 1000:6.1f} ms  (min {min(times[name]) * 1000:5.1f})  "

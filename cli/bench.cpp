@@ -237,12 +237,13 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
                 "every lane's cores, small ones one thread)");
   sub->add_flag("--no_matrix_vector", bench.no_matrix_vector,
                 "batch-1 inner products by oneDNN (default: tfpin's matrix-vector kernel on "
-                "AVX-512)");
+                "AVX-512 or AVX2)");
   sub->add_flag("--no_in_place_concat", bench.no_in_place_concat,
                 "batch-1 concats copy their inputs (default: the inputs are written straight into "
                 "their slices of the output)");
   sub->add_flag("--any_layouts", bench.any_layouts,
-                "let oneDNN choose convolution layouts (default: blocked nChw16c)");
+                "let oneDNN choose convolution layouts (default: blocked, nChw16c on AVX-512, "
+                "nChw8c on AVX2)");
   sub->add_flag("-v,--verbose", bench.verbose,
                 "print the compiled steps (oneDNN implementation and layouts) to stderr");
   return sub;

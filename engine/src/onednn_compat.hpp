@@ -59,6 +59,22 @@ struct EltwiseStep {
 // 3.x refuses to run it with one (it counts its arguments).
 inline constexpr bool batch_norm_backward_reads_shift = DNNL_VERSION_MAJOR < 3;
 
+// Whether the vector ISA oneDNN runs on (the CPU's, lowered by DNNL_MAX_CPU_ISA or
+// ONEDNN_MAX_CPU_ISA) includes `isa`. tfpin's own kernels and layout choices follow the same cap,
+// so that a capped run exercises one ISA family throughout. The dnnl_cpu_isa_t values are bit
+// sets in both 2.x and 3.x: an ISA includes another when it has all of its bits.
+inline bool effective_isa_includes(dnnl::cpu_isa isa) {
+  const auto have = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto want = static_cast<unsigned>(isa);
+  return (have & want) == want;
+}
+
+// Channels per block of the blocked layout oneDNN's direct kernels run on for this ISA: nChw16c
+// (one zmm register) with AVX-512, nChw8c (one ymm register) below.
+inline std::int64_t native_channel_block() {
+  return effective_isa_includes(dnnl::cpu_isa::avx512_core) ? 16 : 8;
+}
+
 // `pd` and the other implementations oneDNN offers after it, in its order of preference, each
 // once: 2.6's iterator yields a kernel again for each earlier descriptor of the same shape
 // (ResNet-50's third layer1 convolution got F(2x2, 3x3) and F(4x4, 3x3) three times each). A

@@ -51,4 +51,13 @@ bool onednn_offers_winograd() {
   }
 }
 
+std::string onednn_effective_isa() {
+  using isa = dnnl::cpu_isa;
+  if (onednn::effective_isa_includes(isa::avx512_core)) return "avx512_core";
+  if (onednn::effective_isa_includes(isa::avx2)) return "avx2";
+  if (onednn::effective_isa_includes(isa::avx)) return "avx";
+  if (onednn::effective_isa_includes(isa::sse41)) return "sse41";
+  return "other";
+}
+
 }  // namespace tfpin::engine

@@ -56,6 +56,7 @@ class OpFixture : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
             << "output '" << name << "' with " << lanes << " lane(s)";
       }
       last = got.report;
+      last_description = got.description;
     }
   }
 
@@ -63,6 +64,7 @@ class OpFixture : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
   std::map<std::string, std::vector<float>> inputs;
   std::uint64_t seed = 0;
   CompileReport last;
+  std::string last_description;  // Runtime::describe() of the last run (two lanes)
 };
 
 }  // namespace tfpin::engine::testing

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct EngineRun {
   Status status;
   std::map<std::string, std::vector<float>> outputs;
   CompileReport report;
+  std::string description;  // Runtime::describe(): the steps, their kernels and layouts
 };
 
 inline EngineRun run_engine(const Graph& graph,
@@ -42,6 +44,7 @@ inline EngineRun run_engine(const Graph& graph,
   r.status = Runtime::create(graph, options, &rt);
   if (!r.status.ok()) return r;
   r.report = rt->report();
+  r.description = rt->describe();
   std::vector<ExternalInput> in;
   for (const TensorInfo& t : rt->inputs()) in.push_back({t.name, inputs.at(t.name).data()});
   std::vector<ExternalOutput> out;
@@ -52,6 +55,38 @@ inline EngineRun run_engine(const Graph& graph,
   r.status = rt->setup(in, out);
   for (int i = 0; r.status.ok() && i < runs; ++i) r.status = rt->run();
   return r;
+}
+
+// The lines of Runtime::describe(), split at blanks: index, step name, operator, kernel, then two
+// words per argument (layout, "dims@buffer+offset").
+inline std::vector<std::vector<std::string>> described_steps(const std::string& description) {
+  std::vector<std::vector<std::string>> steps;
+  std::istringstream lines(description);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> step;
+    for (std::string w; words >> w;) step.push_back(w);
+    if (step.size() >= 4) steps.push_back(std::move(step));
+  }
+  return steps;
+}
+
+// Channels per block of the layout the step named `step` writes (its last argument), when a
+// batch-1 slice of whole blocks of its channels is contiguous: 16 for nChw16c ("aBcd16b"), 8 for
+// nChw8c, 1 for nchw; 0 for any other layout (nhwc, ...) or no such step. Which blocked layout a
+// convolution gets follows the ISA (and oneDNN's version), so tests read it rather than assume it.
+inline std::int64_t channel_block_written_by(const std::string& description,
+                                             const std::string& step) {
+  for (const auto& words : described_steps(description)) {
+    if (words[1] != step || words.size() < 6) continue;
+    const std::string& layout = words[words.size() - 2];
+    if (layout == "abcd") return 1;
+    if (layout == "aBcd16b") return 16;
+    if (layout == "aBcd8b") return 8;
+    return 0;
+  }
+  return 0;
 }
 
 // |got - want| <= atol * max|want| + rtol * |want| everywhere; reports the worst element.

@@ -111,16 +111,18 @@ static void lower_convolution(Lowering& l, int node) {
     }
   }
   // Layouts: keep the producer's blocked layout (no reorder between layers). Elsewhere ask for
-  // nChw16c, where oneDNN's direct AVX-512 kernels run (unless the options let oneDNN choose).
+  // the blocked layout oneDNN's direct kernels run on for the effective ISA (nChw16c with
+  // AVX-512, nChw8c with AVX2), unless the options let oneDNN choose.
   const bool blocked_policy = l.options.blocked_layouts;
   const md_t& x_md = l.value_md[static_cast<std::size_t>(x)];
-  auto blocked = [](const Dims& d) {
-    return md_t(to_dnnl(d), dnnl::memory::data_type::f32, tag::nChw16c);
+  const std::int64_t block = onednn::native_channel_block();
+  auto blocked = [block](const Dims& d) {
+    return md_t(to_dnnl(d), dnnl::memory::data_type::f32, block == 16 ? tag::nChw16c : tag::nChw8c);
   };
   md_t src_md = any_md(xd);
   if (!is_plain(x_md)) {
     src_md = x_md;
-  } else if (blocked_policy && xd[1] % 16 == 0) {
+  } else if (blocked_policy && xd[1] % block == 0) {
     src_md = blocked(xd);
   }
   md_t dst_md = blocked_policy ? blocked(od) : any_md(od);

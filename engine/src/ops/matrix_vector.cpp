@@ -15,14 +15,24 @@ namespace tfpin::engine::detail {
 namespace {
 
 constexpr std::int64_t rows_per_block = 4;
-constexpr std::int64_t inputs_per_block = 16;  // one AVX-512 vector
+constexpr std::int64_t inputs_per_block = 16;  // one AVX-512 vector, two AVX2 vectors
 
-// y[o] for the row blocks [first, last): packed[block][i / 16][row][i % 16].
-__attribute__((target("avx512f"))) void matrix_vector_blocks(const float* packed, const float* x,
-                                                             const float* bias, float* y,
-                                                             std::int64_t inputs,
-                                                             std::int64_t first, std::int64_t last,
-                                                             bool relu) {
+// y[o] for the four rows of block b from their 16-lane partial sums.
+void finish_block(const float (&lanes)[rows_per_block][inputs_per_block], const float* bias,
+                  float* y, std::int64_t b, bool relu) {
+  for (std::int64_t r = 0; r < rows_per_block; ++r) {
+    const std::int64_t o = b * rows_per_block + r;
+    float v = bias != nullptr ? bias[o] : 0.0f;
+    for (float lane : lanes[r]) v += lane;
+    y[o] = relu && v < 0.0f ? 0.0f : v;
+  }
+}
+
+// y[o] for the row blocks [first, last): packed[block][i / 16][row][i % 16]. One AVX-512 vector
+// per row and input block.
+__attribute__((target("avx512f"))) void matrix_vector_blocks_avx512(
+    const float* packed, const float* x, const float* bias, float* y, std::int64_t inputs,
+    std::int64_t first, std::int64_t last, bool relu) {
   const std::int64_t block_floats = rows_per_block * inputs;
   for (std::int64_t b = first; b < last; ++b) {
     const float* w = packed + b * block_floats;
@@ -43,13 +53,56 @@ __attribute__((target("avx512f"))) void matrix_vector_blocks(const float* packed
     _mm512_store_ps(lanes[1], acc1);
     _mm512_store_ps(lanes[2], acc2);
     _mm512_store_ps(lanes[3], acc3);
-    for (std::int64_t r = 0; r < rows_per_block; ++r) {
-      const std::int64_t o = b * rows_per_block + r;
-      float v = bias != nullptr ? bias[o] : 0.0f;
-      for (float lane : lanes[r]) v += lane;
-      y[o] = relu && v < 0.0f ? 0.0f : v;
-    }
+    finish_block(lanes, bias, y, b, relu);
   }
+}
+
+// The same on AVX2: the same packing (one sequential stream whatever the ISA), each 16-input
+// row piece as two ymm halves, eight independent accumulators.
+__attribute__((target("avx2,fma"))) void matrix_vector_blocks_avx2(
+    const float* packed, const float* x, const float* bias, float* y, std::int64_t inputs,
+    std::int64_t first, std::int64_t last, bool relu) {
+  const std::int64_t block_floats = rows_per_block * inputs;
+  for (std::int64_t b = first; b < last; ++b) {
+    const float* w = packed + b * block_floats;
+    __m256 acc[rows_per_block][2];
+    for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+    for (std::int64_t i = 0; i < inputs; i += inputs_per_block) {
+      const __m256 x0 = _mm256_loadu_ps(x + i);
+      const __m256 x1 = _mm256_loadu_ps(x + i + 8);
+      for (std::int64_t r = 0; r < rows_per_block; ++r) {
+        acc[r][0] = _mm256_fmadd_ps(_mm256_load_ps(w + 16 * r), x0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(_mm256_load_ps(w + 16 * r + 8), x1, acc[r][1]);
+      }
+      w += rows_per_block * inputs_per_block;
+    }
+    alignas(64) float lanes[rows_per_block][inputs_per_block];
+    for (std::int64_t r = 0; r < rows_per_block; ++r) {
+      _mm256_store_ps(lanes[r], acc[r][0]);
+      _mm256_store_ps(lanes[r] + 8, acc[r][1]);
+    }
+    finish_block(lanes, bias, y, b, relu);
+  }
+}
+
+using BlocksKernel = void (*)(const float*, const float*, const float*, float*, std::int64_t,
+                              std::int64_t, std::int64_t, bool);
+
+struct Variant {
+  BlocksKernel kernel = nullptr;  // none: the ISA has neither (oneDNN runs the inner product)
+  const char* name = "";
+};
+
+// The widest variant the effective ISA allows (oneDNN's, so DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA
+// caps this kernel too). oneDNN's avx2 includes FMA.
+Variant variant_for_effective_isa() {
+  if (onednn::effective_isa_includes(dnnl::cpu_isa::avx512_core)) {
+    return {matrix_vector_blocks_avx512, "avx512"};
+  }
+  if (onednn::effective_isa_includes(dnnl::cpu_isa::avx2)) {
+    return {matrix_vector_blocks_avx2, "avx2"};
+  }
+  return {};
 }
 
 }  // namespace
@@ -61,8 +114,7 @@ bool matrix_vector_applies(const Lowering& l, const Node& n, const Dims& x, cons
   for (const PostOp& p : n.post_ops) {
     if (p.kind != PostOp::Kind::relu) return false;
   }
-  static const bool avx512 = __builtin_cpu_supports("avx512f") != 0;
-  return avx512;
+  return variant_for_effective_isa().kernel != nullptr;
 }
 
 void lower_matrix_vector(Lowering& l, int node) {
@@ -98,7 +150,8 @@ void lower_matrix_vector(Lowering& l, int node) {
   Step step;
   step.name = n.name;
   step.op = l.op_label(n);
-  step.impl = "tfpin:matrix_vector:avx512";
+  const Variant variant = variant_for_effective_isa();
+  step.impl = std::string("tfpin:matrix_vector:") + variant.name;
   step.args.push_back(Arg::in(DNNL_ARG_SRC, src, x_md));
   step.args.push_back(Arg::in(DNNL_ARG_WEIGHTS, packed_buffer, flat));
   if (has_bias) {
@@ -107,7 +160,8 @@ void lower_matrix_vector(Lowering& l, int node) {
   }
   step.args.push_back(Arg::out(DNNL_ARG_DST, dst, y_md));
   const int threads = static_cast<int>(l.step_threads);
-  step.kernel = [outputs, inputs, has_bias, relu, threads](const KernelCall& call) {
+  step.kernel = [outputs, inputs, has_bias, relu, threads,
+                 blocks_kernel = variant.kernel](const KernelCall& call) {
     const auto* xv = static_cast<const float*>(call.data[0]);
     const auto* packed_weights = static_cast<const float*>(call.data[1]);
     const auto* bias = has_bias ? static_cast<const float*>(call.data[2]) : nullptr;
@@ -117,8 +171,8 @@ void lower_matrix_vector(Lowering& l, int node) {
     {
       const std::int64_t t = omp_get_thread_num();
       const std::int64_t team = omp_get_num_threads();
-      matrix_vector_blocks(packed_weights, xv, bias, y, inputs, blocks * t / team,
-                           blocks * (t + 1) / team, relu);
+      blocks_kernel(packed_weights, xv, bias, y, inputs, blocks * t / team,
+                    blocks * (t + 1) / team, relu);
     }
   };
   l.add_kernel_step(std::move(step));

@@ -80,16 +80,18 @@ struct CompileOptions {
   // is faster than direct convolution (oneDNN's convolution_auto). Fewer multiplications, slightly
   // larger rounding error (about 1e-4 relative).
   bool winograd = true;
-  // Convolutions in oneDNN's blocked nChw16c layout (its direct AVX-512 kernels); false lets oneDNN
-  // choose (2.6 then mostly picks its brgemm kernels on NHWC).
+  // Convolutions in the blocked layout of oneDNN's direct kernels for the effective ISA (nChw16c
+  // with AVX-512, nChw8c with AVX2); false lets oneDNN choose (2.6 then mostly picks its brgemm
+  // kernels on NHWC).
   bool blocked_layouts = true;
   // Inference: a node that nothing else can run beside (a network's stem, most of a chain-like
   // network) runs on the cores of every lane instead of one lane's; a node too small to repay an
   // OpenMP team (modelled from its FLOPs and bytes) runs on one thread. Off: every step runs on
   // its lane's `intra` threads.
   bool elastic_threads = true;
-  // Inference at batch 1: inner products as tfpin's matrix-vector kernel on AVX-512 (weights
-  // packed for one sequential stream per thread) instead of oneDNN's.
+  // Inference at batch 1: inner products as tfpin's matrix-vector kernel on AVX-512 or AVX2 (as
+  // oneDNN's effective ISA allows; weights packed for one sequential stream per thread) instead
+  // of oneDNN's.
   bool matrix_vector = true;
   // Inference at batch 1: a concat's inputs are written straight into their slices of its output
   // (channel-outermost layouts, whole blocks of channels) and the concat step disappears.

@@ -22,5 +22,9 @@ LibraryVersion onednn_build_version();
 // oneDNN 2.x has one for AVX-512; 3.x no longer does, so CompileOptions::winograd then changes
 // nothing.
 bool onednn_offers_winograd();
+// The vector ISA family oneDNN runs its kernels with in this process: the CPU's, lowered by
+// DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA. "avx512_core" (any AVX-512 server ISA), "avx2", "avx",
+// "sse41" or "other". tfpin's own kernels and its layout choice follow it.
+std::string onednn_effective_isa();
 
 }  // namespace tfpin::engine
