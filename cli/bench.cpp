@@ -334,12 +334,27 @@ struct RankPlace {
   std::string lanes;
 };
 
+// The CPU's "model name" from /proc/cpuinfo, so that every report says where it was measured.
+std::string cpu_model_name() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const std::size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "unknown" : line.substr(start);
+  }
+  return "unknown";
+}
+
 // tf_cnn_benchmarks' preamble.
 void print_header(const BenchCommand& bench, const BenchSettings& settings, int ranks,
                   const std::vector<RankPlace>& places) {
   const engine::LibraryVersion v = engine::onednn_runtime_version();
   const ThreadSettings& threads = settings.threads;
-  fmt::print("tfpin engine: oneDNN {} ({})\n", v.text(), v.runtime);
+  fmt::print("tfpin engine: oneDNN {} ({}), ISA {}\n", v.text(), v.runtime,
+             engine::onednn_effective_isa());
+  fmt::print("CPU:         {}\n", cpu_model_name());
   fmt::print("Model:       {}\n", bench.workload.model);
   fmt::print("Dataset:     imagenet (synthetic)\n");
   fmt::print("Mode:        {}\n", bench.workload.forward_only
@@ -692,7 +707,9 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
   j["onednn"] = {{"version", engine::onednn_runtime_version().text()},
                  {"built_with", engine::onednn_build_version().text()},
                  {"runtime", engine::onednn_runtime_version().runtime},
-                 {"winograd_offered", engine::onednn_offers_winograd()}};
+                 {"winograd_offered", engine::onednn_offers_winograd()},
+                 {"isa", engine::onednn_effective_isa()}};
+  j["cpu"] = cpu_model_name();
   j["gflop_per_image"] = outcome.flops_per_image / 1e9;
   j["gflops"] = outcome.flops_per_image * outcome.images_per_sec / 1e9;
   j["memory"] = {{"activations_peak_bytes", report.arena_bytes},

@@ -56,6 +56,15 @@ class BenchOutput(unittest.TestCase):
         self.assertIn(f"oneDNN: {j['onednn']['version']} (OpenMP), built with {j['onednn']['built_with']}",
                       v.stdout)
         self.assertIsInstance(j["onednn"]["winograd_offered"], bool)
+        # Where it ran: the ISA oneDNN's kernels (and tfpin's) used, and the CPU.
+        self.assertIn(j["onednn"]["isa"], ("avx512_core", "avx2", "avx", "sse41", "other"))
+        self.assertNotEqual(j["cpu"], "")
+        capped = bench(*SMALL, "--num_batches", "2", "--json",
+                       env={"DNNL_MAX_CPU_ISA": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"})
+        self.assertEqual(capped.returncode, 0, capped.stderr)
+        capped_isa = json.loads(capped.stdout)["onednn"]["isa"]
+        if j["onednn"]["isa"] in ("avx512_core", "avx2"):
+            self.assertEqual(capped_isa, "avx2")
 
     def test_threads_from_environment_and_flags(self):
         r = bench(*SMALL, "--num_batches", "2", "--json", env={"OMP_NUM_THREADS": "1"})
