@@ -24,6 +24,7 @@ Standard library only; needs g++ with OpenMP for the bandwidth probe.
 import argparse
 import collections
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -39,6 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 FC_WEIGHT_BYTES = {"classifier.1": 9216 * 4096 * 4, "classifier.4": 4096 * 4096 * 4,
                    "classifier.6": 4096 * 1000 * 4}
 FC_NAMES = {"classifier.1": "fc6", "classifier.4": "fc7", "classifier.6": "fc8"}
+
+# The ISA oneDNN (and so tfpin's own kernels) ran with, from each report: the CPU's widest, or
+# what DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA capped it to.
+ENGINE_ISAS = set()
 
 CONFIGS = {
     "1x2": ["--num_inter_threads", "1", "--num_intra_threads", "2"],
@@ -56,7 +61,9 @@ def bench(exe, model, flags, batches, trace=None):
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed: {res.stderr.strip()}")
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    ENGINE_ISAS.add(report.get("onednn", {}).get("isa", "?"))
+    return report
 
 
 def fc_microseconds(trace):
@@ -99,6 +106,10 @@ def main():
                         fc[(kernel, name)].append(FC_WEIGHT_BYTES[name] / us / 1e3)
     triad, read = statistics.median(triads), statistics.median(reads)
     print(f"cpu: {cpu()}")
+    caps = [f"{v}={os.environ[v]}" for v in ("DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA")
+            if os.environ.get(v)]
+    print(f"tfpin ran with ISA {', '.join(sorted(ENGINE_ISAS))}"
+          + (f" ({', '.join(caps)})" if caps else ""))
     print(f"{peak}, memory triad {triad:.1f} GB/s, read {read:.1f} GB/s of 2 cores ({bw.isa}; "
           f"medians of {args.rounds} rounds)")
     print("images/sec, batch 1 | " + " | ".join(CONFIGS) + " | 2x1 / 1x2 | streams / 1x2")

@@ -361,9 +361,11 @@ def main():
             exe = ROOT_TFPIN if in_root else args.tfpin
             cmd = ([*root.command(), exe] if in_root else [exe]) + ["--version"]
             out = subprocess.run(cmd, capture_output=True, text=True).stdout
-            onednn = next((l.split(":", 1)[1].split("(")[0].strip() for l in out.splitlines()
-                           if l.startswith("oneDNN:")), "?")
-            labels[label] = f"{label} (oneDNN {onednn})"
+            line = next((l for l in out.splitlines() if l.startswith("oneDNN:")), "oneDNN: ?")
+            onednn = line.split(":", 1)[1].split("(")[0].strip()
+            # The ISA its kernels run with (the CPU's widest, or DNNL_MAX_CPU_ISA's cap).
+            isa = line.split("; ISA ", 1)[1].strip() if "; ISA " in line else "?"
+            labels[label] = f"{label} (oneDNN {onednn}, {isa})"
         print(f"cpu: {machine}")
         print(f"{'training' if args.train else 'inference'}: threads {args.threads} "
               f"(tfpin inter-op {args.interop}), batch {args.batch_size}, {peak}")

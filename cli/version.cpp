@@ -36,8 +36,11 @@ std::string version_text() {
 #ifdef TFPIN_HAVE_ENGINE
   const engine::LibraryVersion built = engine::onednn_build_version();
   const engine::LibraryVersion loaded = engine::onednn_runtime_version();
-  text += fmt::format("oneDNN: {} ({}), built with {}\n", loaded.text(), loaded.runtime,
-                      built.text());
+  text += fmt::format("oneDNN: {} ({}), built with {}; ISA {}\n", loaded.text(), loaded.runtime,
+                      built.text(), engine::onednn_effective_isa());
+  if (const std::string why = engine::onednn_unusable_reason(); !why.empty()) {
+    text += fmt::format("oneDNN unusable here: {} (bench, tune and infer refuse)\n", why);
+  }
   const std::string mpi = mpi_library_version();
   if (mpi.empty()) {
     text += "MPI: none (built without MPI: no bench --variable_update=horovod)\n";

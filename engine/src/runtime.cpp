@@ -1,6 +1,7 @@
 // The public Runtime: create (compiler.cpp, then the executor's lanes) -> setup (bind the caller's
 // buffers) -> run (executor.cpp). Nothing throws out of these: every failure becomes a Status.
 #include "tfpin/engine/runtime.hpp"
+#include "tfpin/engine/version.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -91,6 +92,9 @@ Status Runtime::create(const Graph& graph, const CompileOptions& options,
   if (runtime == nullptr) return {StatusCode::invalid_argument, "runtime pointer is null"};
   runtime->reset();
   if (Status s = check_options(options); !s.ok()) return s;
+  if (std::string why = onednn_unusable_reason(); !why.empty()) {
+    return {StatusCode::unsupported, std::move(why)};
+  }
   auto impl = std::make_unique<Impl>();
   impl->graph.options = options;
   try {

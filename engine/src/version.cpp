@@ -1,6 +1,9 @@
 #include "tfpin/engine/version.hpp"
 
+#include <cpuid.h>
 #include <fmt/format.h>
+
+#include <cstring>
 
 #include "onednn_compat.hpp"
 
@@ -34,7 +37,42 @@ LibraryVersion onednn_build_version() {
           runtime_name(DNNL_CPU_RUNTIME)};
 }
 
+namespace {
+
+// Whether CPUID describes the caches the way oneDNN >= 3.2 (its Xbyak) reads them on AMD CPUs:
+// leaf 0x8000001D, subleaf 0 the L1 data cache, 2 the L2. A cache type of 0 means "no cache".
+bool amd_cache_leaf_zeroed() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  if (std::strcmp(vendor, "AuthenticAMD") != 0) return false;  // Xbyak's AMD branch only
+  for (unsigned subleaf : {0U, 2U}) {
+    __cpuid_count(0x8000001D, subleaf, eax, ebx, ecx, edx);
+    if ((eax & 0x1FU) == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string onednn_unusable_reason() {
+  const LibraryVersion v = onednn_runtime_version();
+  if (v.major < 3 || (v.major == 3 && v.minor < 2)) return {};
+  static const bool zeroed = amd_cache_leaf_zeroed();
+  if (!zeroed) return {};
+  return fmt::format(
+      "oneDNN {} cannot run on this CPU: it takes an AMD CPU's cache sizes from CPUID leaf "
+      "0x8000001D alone, which reads zero here (a hypervisor that hides it), and then sizes its "
+      "kernels for 1-byte caches, which crash (SIGFPE) or compute wrong results. Use a tfpin "
+      "built with oneDNN 2.x, run on bare metal, or have the hypervisor expose that leaf",
+      v.text());
+}
+
 bool onednn_offers_winograd() {
+  if (!onednn_unusable_reason().empty()) return false;
   using tag = dnnl::memory::format_tag;
   const auto f32 = dnnl::memory::data_type::f32;
   try {

@@ -59,6 +59,7 @@ class BenchOutput(unittest.TestCase):
         # Where it ran: the ISA oneDNN's kernels (and tfpin's) used, and the CPU.
         self.assertIn(j["onednn"]["isa"], ("avx512_core", "avx2", "avx", "sse41", "other"))
         self.assertNotEqual(j["cpu"], "")
+        self.assertIn(f"; ISA {j['onednn']['isa']}\n", v.stdout)
         capped = bench(*SMALL, "--num_batches", "2", "--json",
                        env={"DNNL_MAX_CPU_ISA": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"})
         self.assertEqual(capped.returncode, 0, capped.stderr)
@@ -348,6 +349,10 @@ class DefaultsWrittenOnce(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    # Where oneDNN cannot run on this CPU the engine refuses: skip, with the reason.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from onednn_usable import exit_if_onednn_unusable  # noqa: E402
+    exit_if_onednn_unusable(TFPIN)
     probe = subprocess.run([TFPIN, "bench", "--help"], capture_output=True, text=True)
     if probe.returncode != 0:
         print(f"{TFPIN} has no bench command (the engine is not wired into the CLI): skipping")

@@ -5,6 +5,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
@@ -251,4 +252,8 @@ class BadArguments(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    # Where oneDNN cannot run on this CPU the engine refuses: skip, with the reason.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from onednn_usable import exit_if_onednn_unusable  # noqa: E402
+    exit_if_onednn_unusable(TFPIN)
     unittest.main(verbosity=2)

@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 from pathlib import Path
@@ -97,4 +98,8 @@ class TorchvisionNetworks(unittest.TestCase):
 
 
 if __name__ == "__main__":
+    # Where oneDNN cannot run on this CPU the engine refuses: skip, with the reason.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from onednn_usable import exit_if_onednn_unusable  # noqa: E402
+    exit_if_onednn_unusable(TFPIN)
     unittest.main(verbosity=2)

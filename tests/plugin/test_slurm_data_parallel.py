@@ -13,6 +13,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "slurm"))
+sys.path.insert(0, str(HERE.parent))
+from onednn_usable import onednn_unusable_reason  # noqa: E402
 from slurm_cluster import LocalSlurm, MPI_LOOPBACK_ENV, missing_binaries, mpi_missing  # noqa: E402
 from test_slurm_plugin import cpus_allowed as cpulist  # noqa: E402
 
@@ -36,6 +38,9 @@ def skip_reason():
         return f"Slurm/munge binaries missing: {missing_binaries()}"
     if not HAVE_MPI:
         return "tfpin was built without MPI (libopenmpi-dev missing at build)"
+    unusable = onednn_unusable_reason(TFPIN)
+    if unusable:
+        return unusable  # the engine refuses to run here (tests/onednn_usable.py)
     return mpi_missing()
 
 

@@ -26,5 +26,11 @@ bool onednn_offers_winograd();
 // DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA. "avx512_core" (any AVX-512 server ISA), "avx2", "avx",
 // "sse41" or "other". tfpin's own kernels and its layout choice follow it.
 std::string onednn_effective_isa();
+// Empty when the loaded oneDNN can run on this CPU, else why not (Runtime::create refuses with it).
+// oneDNN 3.2 and later size their kernels from the caches an AMD CPU describes in CPUID leaf
+// 0x8000001D, with no fallback: where a hypervisor zeroes that leaf (seen on a Firecracker VM of an
+// AMD EPYC) every cache reads as 1 byte, and kernels then divide by zero (SIGFPE) or compute wrong
+// results. oneDNN 2.x guesses cache sizes there instead and runs.
+std::string onednn_unusable_reason();
 
 }  // namespace tfpin::engine
