@@ -410,7 +410,9 @@ def main():
             for label, kind, _ in runners:
                 name = labels.get(label, label)
                 if label in errors and not runs[label]:
-                    print(f"  {name:<30} FAILED: {errors[label][-300:]}")
+                    # The last line is the runner's own message (tfpin's names the cause).
+                    last = errors[label].strip().splitlines()[-1] if errors[label].strip() else "?"
+                    print(f"  {name:<30} FAILED: {last}")
                     row["runners"][label] = {"error": errors[label]}
                     continue
                 r = runs[label]
