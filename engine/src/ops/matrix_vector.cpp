@@ -94,12 +94,13 @@ struct Variant {
 };
 
 // The widest variant the effective ISA allows (oneDNN's, so DNNL_MAX_CPU_ISA / ONEDNN_MAX_CPU_ISA
-// caps this kernel too). oneDNN's avx2 includes FMA.
+// caps this kernel too). oneDNN's avx2 does not promise FMA (a VM may hide it): asked separately.
 Variant variant_for_effective_isa() {
   if (onednn::effective_isa_includes(dnnl::cpu_isa::avx512_core)) {
     return {matrix_vector_blocks_avx512, "avx512"};
   }
-  if (onednn::effective_isa_includes(dnnl::cpu_isa::avx2)) {
+  static const bool fma = __builtin_cpu_supports("fma") != 0;
+  if (onednn::effective_isa_includes(dnnl::cpu_isa::avx2) && fma) {
     return {matrix_vector_blocks_avx2, "avx2"};
   }
   return {};
