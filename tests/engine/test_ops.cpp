@@ -263,8 +263,10 @@ TEST_P(OpTest, ConcatInPlaceAtBatchOne) {
   g.output(g.relu(g.add(conv(cat, 96, 64, 1, 1, 0, true, "proj"), r)), "sum");
   g.output(cat, "cat");
   check();
-  if (fusion()) EXPECT_EQ(last.in_place_adds, 1);
-  if (fusion()) EXPECT_EQ(last.in_place_concats, 0);
+  if (fusion()) {
+    EXPECT_EQ(last.in_place_adds, 1);
+    EXPECT_EQ(last.in_place_concats, 0);
+  }
 
   // At batch 2 a slice is strided by the image: never in place.
   g = Graph();
@@ -317,7 +319,19 @@ TEST_P(OpTest, InnerProductBatchOne) {
   TensorId h = g.relu(g.inner_product(f, constant("w1", {64, 288}), constant("b1", {64})));
   g.output(g.inner_product(h, constant("w2", {10, 64}), constant("b2", {10})), "y");
   g.output(g.inner_product(x, constant("v", {8, 144}), no_tensor), "z");  // an image, no bias
+  // 1040 inputs: two whole tiles of 512 and a short one of 16; 3 row blocks over 2 threads.
+  TensorId u = input("u", {1, 1040}, 2.0f);
+  g.output(g.relu(g.inner_product(u, constant("wu", {12, 1040}), constant("bu", {12}))), "v");
   check();
+  const std::string isa = onednn_effective_isa();
+  if (isa == "avx512_core" || isa == "avx2") {
+    std::size_t kernels = 0;
+    for (std::size_t at = last_description.find("tfpin:matrix_vector"); at != std::string::npos;
+         at = last_description.find("tfpin:matrix_vector", at + 1)) {
+      ++kernels;
+    }
+    EXPECT_EQ(kernels, 3U) << "fc w1, v and wu on the matrix-vector kernel\n" << last_description;
+  }
 }
 
 TEST_P(OpTest, FlattenAsOutput) {
