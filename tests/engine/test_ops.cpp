@@ -319,9 +319,10 @@ TEST_P(OpTest, InnerProductBatchOne) {
   TensorId h = g.relu(g.inner_product(f, constant("w1", {64, 288}), constant("b1", {64})));
   g.output(g.inner_product(h, constant("w2", {10, 64}), constant("b2", {10})), "y");
   g.output(g.inner_product(x, constant("v", {8, 144}), no_tensor), "z");  // an image, no bias
-  // 1040 inputs: two whole tiles of 512 and a short one of 16; 3 row blocks over 2 threads.
+  // 1040 inputs: two whole tiles of 512 and a short one of 16. 136 outputs: 34 row blocks, two
+  // whole chunks of 16 and a short one of 2, shared by 2 threads.
   TensorId u = input("u", {1, 1040}, 2.0f);
-  g.output(g.relu(g.inner_product(u, constant("wu", {12, 1040}), constant("bu", {12}))), "v");
+  g.output(g.relu(g.inner_product(u, constant("wu", {136, 1040}), constant("bu", {136}))), "v");
   check();
   const std::string isa = onednn_effective_isa();
   if (isa == "avx512_core" || isa == "avx2") {

@@ -6,12 +6,20 @@
 // into tiles of 512 (2 KiB of x, reused every 8 KiB of weights). Untiled, a row block of fc6
 // streams 147 KiB between two uses of the same x (36 KiB in all), which falls out of L1 and cost
 // about 10% of the read bandwidth.
+// Work comes in chunks of 16 row blocks (64 rows, contiguous in the packing). Each thread takes
+// its own share's chunks from the front, in memory order, then takes other shares' chunks from
+// their back: a thread that starts late or runs on a busier core no longer holds the step (on the
+// 2-core VM, the second OpenMP thread started ~25 us late and read ~20% slower, and a static
+// split left AlexNet's fc8 at 78% of the read bandwidth).
 #include "matrix_vector.hpp"
 
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <vector>
 
 #include "common.hpp"
 
@@ -22,9 +30,11 @@ namespace {
 constexpr std::int64_t rows_per_block = 4;
 constexpr std::int64_t inputs_per_block = 16;  // one AVX-512 vector, two AVX2 vectors
 constexpr std::int64_t inputs_per_tile = 512;  // the last tile may be shorter (whole blocks)
+constexpr std::int64_t blocks_per_chunk = 16;  // the last chunk may be shorter
 
-// Packed order: tile, row block, input block, row, lane. The tile starting at input t0 begins at
-// t0 * outputs (every earlier tile holds all rows), its row block b at b * 4 * tile_inputs.
+// Packed order: chunk, tile, row block of the chunk, input block, row, lane. Chunk c begins at
+// c * 16 * 4 * inputs; within it, the tile starting at input t0 begins at t0 * 4 * chunk_blocks
+// (every earlier tile holds all the chunk's rows), its k-th block at k * 4 * tile_inputs.
 std::int64_t tile_inputs(std::int64_t inputs, std::int64_t t0) {
   return std::min(inputs_per_tile, inputs - t0);
 }
@@ -117,27 +127,55 @@ struct Avx2RowBlock {
   }
 };
 
-// y[o] for the row blocks [first, last), tile by tile (one call per 8 KiB of weights).
+// y[o] for the rows of one chunk, tile by tile (one RowBlock call per 8 KiB of weights).
 template <class RowBlock>
-void matrix_vector_blocks(const float* packed, const float* x, const float* bias, float* y,
-                          std::int64_t outputs, std::int64_t inputs, std::int64_t first,
-                          std::int64_t last, bool relu) {
+void matrix_vector_chunk(const float* packed, const float* x, const float* bias, float* y,
+                         std::int64_t blocks, std::int64_t inputs, std::int64_t chunk, bool relu) {
+  const std::int64_t first = chunk * blocks_per_chunk;
+  const std::int64_t chunk_blocks = std::min(blocks_per_chunk, blocks - first);
+  const float* chunk_weights = packed + first * rows_per_block * inputs;
   for (std::int64_t t0 = 0; t0 < inputs; t0 += inputs_per_tile) {
     const std::int64_t tl = tile_inputs(inputs, t0);
-    const float* tile = packed + t0 * outputs;
-    for (std::int64_t b = first; b < last; ++b) {
+    const float* tile = chunk_weights + t0 * rows_per_block * chunk_blocks;
+    for (std::int64_t k = 0; k < chunk_blocks; ++k) {
       float sums[rows_per_block];
-      RowBlock::sums(tile + b * rows_per_block * tl, x + t0, tl, sums);
-      accumulate_tile(sums, bias, y, b, t0 == 0, t0 + tl == inputs, relu);
+      RowBlock::sums(tile + k * rows_per_block * tl, x + t0, tl, sums);
+      accumulate_tile(sums, bias, y, first + k, t0 == 0, t0 + tl == inputs, relu);
     }
   }
 }
 
-using BlocksKernel = void (*)(const float*, const float*, const float*, float*, std::int64_t,
-                              std::int64_t, std::int64_t, std::int64_t, bool);
+// One thread's share of the chunks, [front, back) packed in one word so that the owner taking
+// the front and a thief taking the back never both get the same chunk.
+struct alignas(64) Share {
+  std::atomic<std::uint64_t> range{0};
+
+  static std::uint64_t pack(std::uint64_t front, std::uint64_t back) { return front << 32 | back; }
+  void reset(std::int64_t front, std::int64_t back) {
+    range.store(pack(static_cast<std::uint64_t>(front), static_cast<std::uint64_t>(back)),
+                std::memory_order_relaxed);
+  }
+  // The next chunk from the front (owner) or the back (thief); false once the share is empty.
+  bool take(bool from_front, std::int64_t* chunk) {
+    std::uint64_t r = range.load(std::memory_order_relaxed);
+    for (;;) {
+      const std::uint64_t front = r >> 32;
+      const std::uint64_t back = r & 0xffffffffU;
+      if (front >= back) return false;
+      const std::uint64_t next = from_front ? pack(front + 1, back) : pack(front, back - 1);
+      if (range.compare_exchange_weak(r, next, std::memory_order_relaxed)) {
+        *chunk = static_cast<std::int64_t>(from_front ? front : back - 1);
+        return true;
+      }
+    }
+  }
+};
+
+using ChunkKernel = void (*)(const float*, const float*, const float*, float*, std::int64_t,
+                             std::int64_t, std::int64_t, bool);
 
 struct Variant {
-  BlocksKernel kernel = nullptr;  // none: the ISA has neither (oneDNN runs the inner product)
+  ChunkKernel kernel = nullptr;  // none: the ISA has neither (oneDNN runs the inner product)
   const char* name = "";
 };
 
@@ -145,11 +183,11 @@ struct Variant {
 // caps this kernel too). oneDNN's avx2 does not promise FMA (a VM may hide it): asked separately.
 Variant variant_for_effective_isa() {
   if (onednn::effective_isa_includes(dnnl::cpu_isa::avx512_core)) {
-    return {matrix_vector_blocks<Avx512RowBlock>, "avx512"};
+    return {matrix_vector_chunk<Avx512RowBlock>, "avx512"};
   }
   static const bool fma = __builtin_cpu_supports("fma") != 0;
   if (onednn::effective_isa_includes(dnnl::cpu_isa::avx2) && fma) {
-    return {matrix_vector_blocks<Avx2RowBlock>, "avx2"};
+    return {matrix_vector_chunk<Avx2RowBlock>, "avx2"};
   }
   return {};
 }
@@ -176,18 +214,22 @@ void lower_matrix_vector(Lowering& l, int node) {
   const bool has_bias = n.inputs.size() > 2;
   const bool relu = !n.post_ops.empty();
 
-  // Pack: tile t0, block b, input k of the tile in steps of 16, row r, lane j
-  // <- w[4 b + r][k + j].
+  // Pack: chunk c, tile t0, block b of the chunk, input k of the tile in steps of 16, row r,
+  // lane j <- w[4 b + r][k + j].
+  const std::int64_t blocks = outputs / rows_per_block;
   std::vector<float> packed(static_cast<std::size_t>(outputs * inputs));
   const std::vector<float>& w = *weights.data;
   std::size_t at = 0;
-  for (std::int64_t t0 = 0; t0 < inputs; t0 += inputs_per_tile) {
-    const std::int64_t tile_end = t0 + tile_inputs(inputs, t0);
-    for (std::int64_t b = 0; b < outputs / rows_per_block; ++b) {
-      for (std::int64_t k = t0; k < tile_end; k += inputs_per_block) {
-        for (std::int64_t r = 0; r < rows_per_block; ++r) {
-          const float* row = &w[static_cast<std::size_t>((b * rows_per_block + r) * inputs + k)];
-          for (std::int64_t j = 0; j < inputs_per_block; ++j) packed[at++] = row[j];
+  for (std::int64_t first = 0; first < blocks; first += blocks_per_chunk) {
+    const std::int64_t chunk_end = std::min(blocks, first + blocks_per_chunk);
+    for (std::int64_t t0 = 0; t0 < inputs; t0 += inputs_per_tile) {
+      const std::int64_t tile_end = t0 + tile_inputs(inputs, t0);
+      for (std::int64_t b = first; b < chunk_end; ++b) {
+        for (std::int64_t k = t0; k < tile_end; k += inputs_per_block) {
+          for (std::int64_t r = 0; r < rows_per_block; ++r) {
+            const float* row = &w[static_cast<std::size_t>((b * rows_per_block + r) * inputs + k)];
+            for (std::int64_t j = 0; j < inputs_per_block; ++j) packed[at++] = row[j];
+          }
         }
       }
     }
@@ -213,19 +255,32 @@ void lower_matrix_vector(Lowering& l, int node) {
   }
   step.args.push_back(Arg::out(DNNL_ARG_DST, dst, y_md));
   const int threads = static_cast<int>(l.step_threads);
-  step.kernel = [outputs, inputs, has_bias, relu, threads,
-                 blocks_kernel = variant.kernel](const KernelCall& call) {
+  step.kernel = [blocks, inputs, has_bias, relu, threads,
+                 chunk_kernel = variant.kernel](const KernelCall& call) {
     const auto* xv = static_cast<const float*>(call.data[0]);
     const auto* packed_weights = static_cast<const float*>(call.data[1]);
     const auto* bias = has_bias ? static_cast<const float*>(call.data[2]) : nullptr;
     auto* y = static_cast<float*>(call.data[has_bias ? 3 : 2]);
-    const std::int64_t blocks = outputs / rows_per_block;
+    const std::int64_t chunks = (blocks + blocks_per_chunk - 1) / blocks_per_chunk;
+    // Per call: lanes may run this step at once. Shares for the threads asked for; those of
+    // threads the team did not get are taken by the others.
+    std::vector<Share> shares(static_cast<std::size_t>(threads));
+    for (std::int64_t t = 0; t < threads; ++t) {
+      shares[static_cast<std::size_t>(t)].reset(chunks * t / threads, chunks * (t + 1) / threads);
+    }
 #pragma omp parallel num_threads(threads)
     {
-      const std::int64_t t = omp_get_thread_num();
-      const std::int64_t team = omp_get_num_threads();
-      blocks_kernel(packed_weights, xv, bias, y, outputs, inputs, blocks * t / team,
-                    blocks * (t + 1) / team, relu);
+      const auto own = static_cast<std::size_t>(omp_get_thread_num());
+      std::int64_t chunk = 0;
+      while (shares[own].take(true, &chunk)) {
+        chunk_kernel(packed_weights, xv, bias, y, blocks, inputs, chunk, relu);
+      }
+      for (std::size_t k = 1; k < shares.size(); ++k) {
+        Share& other = shares[(own + k) % shares.size()];
+        while (other.take(false, &chunk)) {
+          chunk_kernel(packed_weights, xv, bias, y, blocks, inputs, chunk, relu);
+        }
+      }
     }
   };
   l.add_kernel_step(std::move(step));
