@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "initial_affinity.hpp"
 #ifdef TFPIN_HAVE_ENGINE
 #include "bench.hpp"
 #include "tune.hpp"
@@ -60,6 +61,8 @@ std::vector<std::string> own_arguments(const CLI::App& app, int count, char** ar
 
 int main(int argc, char** argv) {
   using namespace tfpin::cli;
+  // Before anything reads the allowed CPUs or starts a thread: undo libgomp's start-up binding.
+  restore_initial_affinity();
   CLI::App app{"tfpin: pin deep-learning threads to the cores a job was given"};
   app.set_version_flag("--version", version_text);
   app.require_subcommand(1);

@@ -44,9 +44,13 @@ std::vector<EnvVar> environment_for(const Plan& plan, const EnvironmentPolicy& p
        "Intel OpenMP must not bind: binding the initial thread collapses later threads onto one "
        "core; tfpin and its shim pin instead",
        false},
-      {"OMP_PROC_BIND", "false",
+      // Not beside KMP_AFFINITY by default: LLVM's libomp ignores it then and says so per team,
+      // and libgomp binds only when asked. With --enforce it replaces a user's GNU binding.
+      {"OMP_PROC_BIND",
+       "false",
        "GNU/LLVM OpenMP must not bind the initial thread (same collapse); tfpin pins instead",
-       false},
+       false,
+       {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"}},
       {"GOMP_SPINCOUNT", std::to_string(policy.blocktime_ms * gomp_spins_per_ms),
        "GNU OpenMP spin before sleeping, the KMP_BLOCKTIME equivalent", false},
   };
@@ -108,24 +112,81 @@ bool still_tfpins(const Recorded& recorded, const std::string& name,
 
 }  // namespace
 
+namespace {
+
+// Variables of tfpin's whose export would contradict a variable the user set (the runtimes then
+// ignore one of the two, and LLVM's libomp says so once per team: "OMP: Warning #182:
+// OMP_PROC_BIND: ignored because KMP_AFFINITY has been defined"). The user's setting wins; tfpin
+// exports nothing against it (the shim still pins).
+const std::map<std::string_view, std::vector<std::string_view>>& contradicted_by() {
+  static const std::map<std::string_view, std::vector<std::string_view>> table = {
+      {"KMP_AFFINITY", {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"}},
+      {"GOMP_SPINCOUNT", {"OMP_WAIT_POLICY"}},
+      {"KMP_BLOCKTIME", {"OMP_WAIT_POLICY"}},
+      {"OMP_WAIT_POLICY", {"KMP_BLOCKTIME", "GOMP_SPINCOUNT"}},
+  };
+  return table;
+}
+
+}  // namespace
+
 std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
                                            const EnvAccess& env) {
   const Recorded outer = recorded_exports(env.get);
+  // The user's own value of `name`: set, not empty (an empty value is as good as unset, and
+  // libgomp refuses an empty OMP_NUM_THREADS), and not what an outer tfpin exported.
+  std::set<std::string, std::less<>> planned;
+  std::set<std::string, std::less<>> set_here;  // tfpin's too, though not yet in TFPIN_ENV
+  const auto users = [&](const std::string& name) -> std::optional<std::string> {
+    auto value = env.get(name);
+    if (!value || value->empty() || still_tfpins(outer, name, value) || set_here.contains(name)) {
+      return std::nullopt;
+    }
+    return value;
+  };
   std::vector<EnvOutcome> outcomes;
   outcomes.reserve(vars.size());
   std::string record;
-  std::set<std::string, std::less<>> planned;
   for (const EnvVar& var : vars) {
     planned.insert(var.name);
+    const auto existing = users(var.name);
+    if (!var.only_against.empty()) {
+      const bool against_user =
+          std::any_of(var.only_against.begin(), var.only_against.end(),
+                      [&](const std::string& other) { return users(other).has_value(); });
+      if (!enforce || !against_user) {
+        if (existing) {
+          outcomes.push_back({var.name, *existing, true, {}});
+        } else if (env.get(var.name)) {
+          env.unset(var.name);  // an outer tfpin's, or empty
+        }
+        continue;
+      }
+    }
     if (!var.handover && !enforce) {
-      const auto existing = env.get(var.name);
-      if (existing && !still_tfpins(outer, var.name, existing)) {
-        outcomes.push_back({var.name, *existing, true});
+      if (existing) {
+        outcomes.push_back({var.name, *existing, true, {}});
+        continue;
+      }
+      const auto conflicts = contradicted_by().find(var.name);
+      std::string user_setting;
+      if (conflicts != contradicted_by().end()) {
+        for (const std::string_view other : conflicts->second) {
+          if (users(std::string(other))) {
+            user_setting = other;
+            break;
+          }
+        }
+      }
+      if (!user_setting.empty()) {
+        if (still_tfpins(outer, var.name, env.get(var.name))) env.unset(var.name);
+        outcomes.push_back({var.name, "", false, user_setting});
         continue;
       }
     }
     env.set(var.name, var.value);
-    outcomes.push_back({var.name, var.value, false});
+    set_here.insert(var.name);
+    outcomes.push_back({var.name, var.value, false, {}});
     record += fmt::format("{}{}={}", record.empty() ? "" : ";", var.name, var.value);
   }
   for (const auto& [name, value] : outer) {

@@ -20,7 +20,9 @@ nlohmann::json plan_to_json(const Topology& topology, const Plan& plan,
     lanes.push_back({{"cpus", lane.cpus}, {"numa", lane.numa}, {"numa_nodes", lane.numa_nodes}});
   }
   nlohmann::json env = nlohmann::json::object();
-  for (const EnvVar& var : environment) env[var.name] = var.value;
+  for (const EnvVar& var : environment) {
+    if (var.only_against.empty()) env[var.name] = var.value;  // the others: --enforce only
+  }
   std::vector<unsigned> numa;
   for (const NumaNode& node : topology.numa_nodes()) numa.push_back(node.os_index);
   return {
@@ -83,6 +85,7 @@ std::string describe_plan(const Topology& topology, const Plan& plan,
   for (const EnvVar& var : environment)
     width = std::max(width, var.name.size() + var.value.size() + 1);
   for (const EnvVar& var : environment) {
+    if (!var.only_against.empty()) continue;  // set only to replace a user's value (--enforce)
     out += fmt::format("  {:<{}}  # {}\n", var.name + "=" + var.value, width, var.reason);
   }
   return out;

@@ -7,6 +7,9 @@ import subprocess
 import sys
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from onednn_usable import onednn_unusable_reason  # noqa: E402
+
 TFPIN = os.environ.get("TFPIN_EXE", "tfpin")
 FIXTURES = os.environ.get("TFPIN_FIXTURE_DIR", os.path.join(os.path.dirname(__file__), "..", "fixtures"))
 
@@ -234,6 +237,92 @@ class BadArguments(unittest.TestCase):
         proc = tfpin("show", "--topology", "not a machine")
         self.assertEqual(proc.returncode, 2)
         self.assertIn("'not a machine'", proc.stderr)
+
+
+# OpenMP and Intel OpenMP affinity settings job scripts carry (NERSC's guidance, the Intel guides).
+# libgomp, which tfpin links through the engine, binds its initial thread at load time under the
+# GNU ones; tfpin must still plan from every CPU it was given.
+USER_AFFINITY_SETTINGS = [
+    {"OMP_PROC_BIND": "spread"},
+    {"OMP_PROC_BIND": "true"},
+    {"OMP_PROC_BIND": "close", "OMP_PLACES": "cores"},
+    {"OMP_PLACES": "threads"},
+    {"OMP_PLACES": "cores"},
+    {"OMP_PROC_BIND": "spread", "OMP_PLACES": "threads"},
+    {"OMP_PLACES": "{0}"},
+    {"GOMP_CPU_AFFINITY": "0"},
+    {"KMP_AFFINITY": "compact"},
+    {"KMP_AFFINITY": "granularity=fine,compact,1,0"},
+]
+
+
+def has_command(name):
+    return tfpin(name, "--help").returncode == 0
+
+
+class UsersOpenMpAffinity(unittest.TestCase):
+    """Every command x every setting: the plan covers all the CPUs this process was given."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.allowed = sorted(os.sched_getaffinity(0))
+        cls.all = ",".join(map(str, cls.allowed))
+        cls.engine = has_command("bench")
+        cls.engine_refusal = onednn_unusable_reason(TFPIN) if cls.engine else ""
+
+    def each_setting(self, check):
+        if len(self.allowed) < 2:
+            self.skipTest("needs 2 allowed CPUs to see a process collapse onto one")
+        for setting in USER_AFFINITY_SETTINGS:
+            with self.subTest(**setting):
+                check(setting)
+
+    def test_show_plans_every_allowed_cpu(self):
+        def check(setting):
+            plan = show_json(env=setting)
+            self.assertEqual(cpulist(plan["allowed"]), self.allowed, plan)
+        self.each_setting(check)
+
+    def test_run_gives_the_program_every_allowed_cpu(self):
+        def check(setting):
+            proc = tfpin("run", "--threads", str(len(self.allowed)), "--", "sh", "-c", PROBE,
+                         env=setting)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            status, env = parse_probe(proc.stdout)
+            self.assertEqual(cpulist(status["Cpus_allowed_list"]), self.allowed, proc.stdout)
+            # The user's own variables reach the program (theirs to set; tfpin does not fight them).
+            for name, value in setting.items():
+                self.assertEqual(env.get(name), value, proc.stdout)
+        self.each_setting(check)
+
+    def test_bench_runs_on_every_allowed_cpu(self):
+        if not self.engine:
+            self.skipTest("built without the engine")
+        if self.engine_refusal:
+            self.skipTest(self.engine_refusal)
+
+        def check(setting):
+            proc = tfpin("bench", "--model", "alexnet", "--batch_size", "1", "--num_batches", "1",
+                         "--num_warmup_batches", "0", "--forward_only", "--json", env=setting)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            report = json.loads(proc.stdout.strip().splitlines()[-1])
+            self.assertEqual(report["interop"] * report["intra"], len(self.allowed), report)
+            self.assertEqual(cpulist(report["cpus_allowed"]), self.allowed, report)
+        self.each_setting(check)
+
+    def test_tune_sweeps_every_allowed_cpu(self):
+        if not self.engine:
+            self.skipTest("built without the engine")
+
+        def check(setting):
+            proc = tfpin("tune", "--model", "alexnet", "--forward_only", "--dry-run", "--json",
+                         env=setting)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            sweep = json.loads(proc.stdout)
+            self.assertEqual(cpulist(sweep["allowed"]), self.allowed, sweep["allowed"])
+            self.assertEqual(max(c["threads"] for c in sweep["configurations"]),
+                             len(self.allowed), sweep["configurations"])
+        self.each_setting(check)
 
 
 class HostileValues(unittest.TestCase):

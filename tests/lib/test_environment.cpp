@@ -97,6 +97,72 @@ TEST(Environment, UserValuesWinUnlessEnforcedButTheHandoverAlwaysWins) {
   EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4");
 }
 
+TEST(Environment, AnEmptyUserValueCountsAsUnset) {
+  Env env = {{"OMP_NUM_THREADS", ""}, {"KMP_AFFINITY", ""}};
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(8, 2), {}), false, access(env));
+  EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4");
+  EXPECT_EQ(env.at("KMP_AFFINITY"), "none");
+}
+
+// A variable that would contradict one the user set is not exported (the runtime would ignore one
+// of the two and LLVM's libomp would say so per team); --enforce exports everything.
+TEST(Environment, NothingContradictsTheUsersOwnSettings) {
+  struct Row {
+    Env user;
+    std::vector<std::string> withheld;
+  };
+  const std::vector<Row> rows = {
+      {{{"KMP_AFFINITY", "compact"}}, {}},
+      {{{"OMP_PROC_BIND", "spread"}}, {"KMP_AFFINITY"}},
+      {{{"OMP_PLACES", "threads"}}, {"KMP_AFFINITY"}},
+      {{{"GOMP_CPU_AFFINITY", "0-3"}}, {"KMP_AFFINITY"}},
+      {{{"OMP_WAIT_POLICY", "active"}}, {"GOMP_SPINCOUNT", "KMP_BLOCKTIME"}},
+  };
+  const auto vars = tfpin::environment_for(broadwell_plan(8, 2), {});
+  for (const Row& row : rows) {
+    const std::string user = row.user.begin()->first;
+    Env env = row.user;
+    const auto outcomes = tfpin::export_environment(vars, false, access(env));
+    EXPECT_EQ(env.at(user), row.user.at(user));
+    for (const std::string& name : row.withheld) {
+      EXPECT_FALSE(env.contains(name)) << name << " beside the user's " << user;
+      const auto it = std::find_if(outcomes.begin(), outcomes.end(),
+                                   [&](const auto& o) { return o.name == name; });
+      ASSERT_NE(it, outcomes.end());
+      EXPECT_EQ(it->withheld_for, user);
+      EXPECT_EQ(env.at("TFPIN_ENV").find(name + "="), std::string::npos);
+    }
+    // Never KMP_AFFINITY and OMP_PROC_BIND together unless enforced.
+    EXPECT_FALSE(env.contains("KMP_AFFINITY") && env.contains("OMP_PROC_BIND")) << user;
+    EXPECT_EQ(env.at("OMP_NUM_THREADS"), "4") << "the counts are still exported";
+    Env enforced = row.user;
+    tfpin::export_environment(vars, true, access(enforced));
+    for (const std::string& name : row.withheld) EXPECT_TRUE(enforced.contains(name)) << name;
+  }
+  // --enforce replaces a user's GNU binding with OMP_PROC_BIND=false, and only then sets it.
+  Env places = {{"OMP_PLACES", "cores"}};
+  tfpin::export_environment(vars, true, access(places));
+  EXPECT_EQ(places.at("OMP_PROC_BIND"), "false");
+  Env plain;
+  tfpin::export_environment(vars, true, access(plain));
+  EXPECT_FALSE(plain.contains("OMP_PROC_BIND"));
+  EXPECT_EQ(plain.at("KMP_AFFINITY"), "none");
+  // tfpin's own value from an outer plan gives way once the user sets the other one.
+  Env env;
+  tfpin::export_environment(vars, false, access(env));
+  EXPECT_EQ(env.at("KMP_AFFINITY"), "none");
+  env["OMP_PROC_BIND"] = "close";
+  tfpin::export_environment(vars, false, access(env));
+  EXPECT_FALSE(env.contains("KMP_AFFINITY"));
+  // With blocktime 0 tfpin's OMP_WAIT_POLICY=PASSIVE gives way to the user's spin settings.
+  tfpin::EnvironmentPolicy passive;
+  passive.blocktime_ms = 0;
+  Env spin = {{"KMP_BLOCKTIME", "200"}};
+  tfpin::export_environment(tfpin::environment_for(broadwell_plan(8, 2), passive), false,
+                            access(spin));
+  EXPECT_FALSE(spin.contains("OMP_WAIT_POLICY"));
+}
+
 TEST(Environment, ValuesAnOuterTfpinExportedAreNotTheUsers) {
   Env env;
   tfpin::export_environment(tfpin::environment_for(broadwell_plan(36, 2), {}), false, access(env));

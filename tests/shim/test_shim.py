@@ -817,6 +817,28 @@ class TfpinRun(unittest.TestCase):
         self.assertEqual(p.stdout.split(), [machine_online(), str(machine_processors())])
 
 
+    @unittest.skipUnless(TFPIN and os.path.exists(TFPIN) and PROBE_KMP, "tfpin or clang/libomp missing")
+    def test_no_warning_from_variables_that_fight_the_users(self):
+        # The user's KMP_AFFINITY with tfpin's OMP_PROC_BIND=false made libomp print "OMP: Warning
+        # #182: OMP_PROC_BIND: ignored because KMP_AFFINITY has been defined" per team; the user's
+        # OMP_PROC_BIND with tfpin's KMP_AFFINITY=none likewise.
+        for user in ({"KMP_AFFINITY": "compact"}, {"OMP_PROC_BIND": "spread"},
+                     {"OMP_PLACES": "cores"}, {"OMP_WAIT_POLICY": "active"}):
+            with self.subTest(**user):
+                p = run([TFPIN, "run", "--threads", "2", "--", PROBE_KMP, 2], preload=False,
+                        env=user)
+                self.assertNotIn("OMP: Warning", p.stderr)
+                self.assertEqual(last_json(p.stdout)["team"], 2)
+
+    @unittest.skipUnless(TFPIN and os.path.exists(TFPIN), "tfpin not built")
+    def test_an_empty_user_value_counts_as_unset(self):
+        # libgomp: "Invalid value for environment variable OMP_NUM_THREADS" on an empty one.
+        p = run([TFPIN, "run", "--threads", "2", "--", PROBE, "omp", 0, 1], preload=False,
+                env={"OMP_NUM_THREADS": ""})
+        self.assertNotIn("Invalid value", p.stderr)
+        self.assertEqual(last_json(p.stdout)["team"], 2)
+
+
 def groups():
     """The test classes in this file, in order: meson runs each as its own test."""
     loader = unittest.TestLoader()

@@ -24,6 +24,8 @@ struct EnvVar {
   std::string value;
   std::string reason;      // one line, for `tfpin show` and the README
   bool handover = false;   // TFPIN_* plan: always overwritten, user values never win
+  // Non-empty: exported only with --enforce, to replace a value the user set in one of these.
+  std::vector<std::string> only_against = {};
 };
 
 std::vector<EnvVar> environment_for(const Plan& plan, const EnvironmentPolicy& policy);
@@ -31,8 +33,9 @@ std::vector<EnvVar> environment_for(const Plan& plan, const EnvironmentPolicy& p
 // What export did with one variable.
 struct EnvOutcome {
   std::string name;
-  std::string value;         // the value the task ends up with
+  std::string value;         // the value the task ends up with ("" when withheld)
   bool kept_user = false;    // the user's own value was kept (not enforced)
+  std::string withheld_for;  // not exported: it would contradict this variable the user set
 };
 
 using EnvGetter = std::function<std::optional<std::string>(const std::string&)>;
@@ -46,7 +49,9 @@ struct EnvAccess {
 };
 
 // Exports `vars`. Values the user already has win unless `enforce`, except the TFPIN_* hand-over
-// which always reflects the plan. What tfpin sets is recorded in TFPIN_ENV, so that an inner tfpin
+// which always reflects the plan; an empty value counts as unset. Without `enforce`, a variable
+// that would contradict another one the user set (OMP_PROC_BIND against KMP_AFFINITY, the spin
+// settings against OMP_WAIT_POLICY, ...) is not exported. What tfpin sets is recorded in TFPIN_ENV, so that an inner tfpin
 // (a narrower srun step, a nested `tfpin run`) knows those values are tfpin's and not the user's: it
 // replaces them, and unsets those its own plan does not set (e.g. KMP_HW_SUBSET under
 // --hyperthreads). A value the user changed in between stays the user's.
