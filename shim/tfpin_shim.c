@@ -71,6 +71,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/sysinfo.h>
 #include <time.h>
@@ -112,6 +113,12 @@ static char g_cpus_text[256];  // for the report (truncated)
 enum { REPORT_NONE, REPORT_STDERR, REPORT_FILE };
 static int g_report;
 static char g_report_path[4096];
+// With TFPIN_REPORT=stderr, a copy of fd 2 taken at start: coreutils (cat, grep, nproc, ...) close
+// stderr in an atexit handler, before this library's destructor writes the report. The copy's
+// device and inode tell a still-open copy from a number the program closed and reused.
+static int g_report_fd = -1;
+static dev_t g_report_dev;
+static ino_t g_report_ino;
 
 // Real C library functions (real_pthread_create, ...), resolved once in init_once.
 #define SHIM_LIBC(name) static __typeof__(name)* real_##name;
@@ -291,10 +298,49 @@ static void ob_u64(outbuf* o, unsigned long long v) {
   } while (v);
   while (i > 0 && o->n < sizeof o->b - 1) o->b[o->n++] = t[--i];
 }
+// fstat through the real syscall(): glibc's fstat symbol is 2.33's, newer than the C libraries
+// the shim must load into (the kernel's struct stat is glibc's on x86-64).
+static int file_identity(int fd, dev_t* dev, ino_t* ino) {
+  struct stat st;
+  if (real_syscall == NULL || real_syscall(SYS_fstat, fd, &st) != 0) return -1;
+  *dev = st.st_dev;
+  *ino = st.st_ino;
+  return 0;
+}
+
+// A copy of stderr above the numbers programs use (fd 3, 4, ... are often assumed free), close on
+// exec; kept only if it is a copy of an open stderr.
+static void keep_stderr_for_report(void) {
+  static const int lowest[] = {1000, 100, 10};
+  for (size_t i = 0; i < sizeof lowest / sizeof lowest[0]; ++i) {
+    const int fd = fcntl(2, F_DUPFD_CLOEXEC, lowest[i]);
+    if (fd < 0) {
+      if (errno == EINVAL || errno == EMFILE) continue;  // above the fd limit: try lower
+      return;  // stderr closed already
+    }
+    if (file_identity(fd, &g_report_dev, &g_report_ino) != 0) {
+      close(fd);
+      return;
+    }
+    g_report_fd = fd;
+    return;
+  }
+}
+
+// The copy of stderr if it is still that file, else fd 2 as it is now.
+static int report_stderr_fd(void) {
+  dev_t dev;
+  ino_t ino;
+  if (g_report_fd >= 0 && file_identity(g_report_fd, &dev, &ino) == 0 && dev == g_report_dev &&
+      ino == g_report_ino)
+    return g_report_fd;
+  return 2;
+}
+
 static void emit(const outbuf* o) {
   if (g_report == REPORT_NONE) return;
   const int saved = errno;
-  int fd = 2;
+  int fd = g_report == REPORT_STDERR ? report_stderr_fd() : 2;
   if (g_report == REPORT_FILE) {
     fd = open(g_report_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -1218,6 +1264,7 @@ static void init_once(void) {
     if (report != NULL && report[0] != '\0') {
       if (strcmp(report, TFPIN_REPORT_STDERR) == 0) {
         g_report = REPORT_STDERR;
+        keep_stderr_for_report();
       } else if (strlen(report) < sizeof g_report_path) {
         memcpy(g_report_path, report, strlen(report) + 1);
         g_report = REPORT_FILE;

@@ -796,6 +796,30 @@ class Report(unittest.TestCase):
         self.assertEqual(rep["escapes_refused"], "0")
 
 
+    def test_summary_from_programs_that_close_stderr_at_exit(self):
+        # coreutils close stderr in an atexit handler (close_stdout), before the shim's destructor
+        # writes the report; a program closing it by hand likewise. (dash leaves with _exit: no
+        # destructor runs, so no report, closed stderr or not.)
+        for argv in (["cat", "/dev/null"], ["nproc"], ["grep", "-c", "x", "/dev/null"],
+                     ["ls", "/"], [PYTHON, "-c", "import os; os.close(2)"]):
+            with self.subTest(program=os.path.basename(argv[0])):
+                p = run(argv, plan_env=plan(f"{B}", 1, 1), env={"TFPIN_REPORT": "stderr"},
+                        check=False)
+                self.assertEqual(len(reports(p.stderr)), 1, p.stderr)
+
+    def test_the_copy_of_stderr_is_close_on_exec(self):
+        # One descriptor above the program's own numbers, never inherited by what it executes.
+        code = ("import os\n"
+                "fds = [int(fd) for fd in os.listdir('/proc/self/fd') if int(fd) >= 10]\n"
+                "print(fds, [os.get_inheritable(fd) for fd in fds if fd != 3])")
+        p = run([PYTHON, "-c", code], plan_env=plan(f"{B}", 1, 1), env={"TFPIN_REPORT": "stderr"})
+        fds, inheritable = p.stdout.split("] ")
+        self.assertEqual(len(fds.strip("[").split(",")), 1, p.stdout)
+        self.assertEqual(inheritable.strip(), "[False]", p.stdout)
+        p = run([PYTHON, "-c", code], plan_env=plan(f"{B}", 1, 1))
+        self.assertEqual(p.stdout.strip(), "[] []", "no copy without TFPIN_REPORT=stderr")
+
+
 class TfpinRun(unittest.TestCase):
     @unittest.skipUnless(TFPIN and os.path.exists(TFPIN), "tfpin not built")
     def test_tfpin_run_uses_the_shim(self):
