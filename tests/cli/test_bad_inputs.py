@@ -41,7 +41,7 @@ def clean_environment():
     env = {k.encode(): v.encode() for k, v in os.environ.items()}
     for name in list(env):
         # An outer plan (these tests may run inside a tfpin'd job) must not leak in.
-        if name.startswith((b"TFPIN_", b"OMP_", b"KMP_", b"GOMP_", b"TF_NUM", b"MKL_", b"OPENBLAS_")) \
+        if name.startswith((b"TFPIN_", b"OMP_", b"KMP_", b"GOMP_", b"TF_NUM", b"MKL_", b"OPENBLAS_", b"ORT_")) \
                 or name in (b"LD_PRELOAD", b"HWLOC_SYNTHETIC", b"HWLOC_XMLFILE"):
             del env[name]
     return env

@@ -15,14 +15,14 @@ FIXTURES = os.environ.get("TFPIN_FIXTURE_DIR", os.path.join(os.path.dirname(__fi
 
 # A child that prints what the kernel and its environment say about it.
 PROBE = ("grep -E '^(Cpus_allowed_list|Mems_allowed_list)' /proc/self/status; "
-         "env | grep -E '^(OMP_|KMP_|TF_|MKL_|OPENBLAS_|GOMP_|TFPIN_)' | sort")
+         "env | grep -E '^(OMP_|KMP_|TF_|MKL_|OPENBLAS_|ORT_|GOMP_|TFPIN_)' | sort")
 
 
 def tfpin(*args, env=None):
     full_env = dict(os.environ)
     for name in list(full_env):
         # An outer plan (these tests may run inside a tfpin'd job) must not leak in.
-        if name.startswith(("TFPIN_", "OMP_", "KMP_", "GOMP_", "TF_NUM", "MKL_", "OPENBLAS_")) \
+        if name.startswith(("TFPIN_", "OMP_", "KMP_", "GOMP_", "TF_NUM", "MKL_", "OPENBLAS_", "ORT_")) \
                 or name == "LD_PRELOAD":
             del full_env[name]
     full_env.update(env or {})

@@ -17,7 +17,7 @@ SVG = "{http://www.w3.org/2000/svg}"
 
 def clean_env(extra=None):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("TFPIN_", "OMP_", "KMP_", "GOMP_", "TF_NUM", "MKL_", "OPENBLAS_"))
+           if not k.startswith(("TFPIN_", "OMP_", "KMP_", "GOMP_", "TF_NUM", "MKL_", "OPENBLAS_", "ORT_"))
            and k != "LD_PRELOAD"}
     env.update(extra or {})
     return env

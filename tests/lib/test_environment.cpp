@@ -56,6 +56,8 @@ TEST(Environment, ThreadCountsFollowThePlan) {
   EXPECT_EQ(env.at("TF_NUM_INTEROP_THREADS"), "2");
   EXPECT_EQ(env.at("MKL_NUM_THREADS"), "18");
   EXPECT_EQ(env.at("OPENBLAS_NUM_THREADS"), "18");
+  EXPECT_EQ(env.at("ORT_INTRA_OP_NUM_THREADS"), "18");
+  EXPECT_EQ(env.at("ORT_INTER_OP_NUM_THREADS"), "2");
   EXPECT_EQ(env.at("KMP_HW_SUBSET"), "1T");
   EXPECT_EQ(env.at("KMP_BLOCKTIME"), "1");
   EXPECT_EQ(env.at("TFPIN_CPUS"), "0-35");

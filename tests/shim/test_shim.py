@@ -87,7 +87,7 @@ def plan(cpus, interop, intra):
 def base_env():
     """The caller's environment without anything that steers OpenMP, tfpin or preloading."""
     return {k: v for k, v in os.environ.items()
-            if not k.startswith(("TFPIN_", "OMP_", "GOMP_", "KMP_", "SHIM_", "MKL_", "OPENBLAS_"))
+            if not k.startswith(("TFPIN_", "OMP_", "GOMP_", "KMP_", "SHIM_", "MKL_", "OPENBLAS_", "ORT_"))
             and k != "LD_PRELOAD"}
 
 
