@@ -22,6 +22,12 @@ extern const char plugin_type[];
 extern const unsigned int plugin_version;
 extern const unsigned int spank_plugin_version;
 SPANK_PLUGIN(tfpin, 1)  // NOLINT
+#ifdef TFPIN_SPANK_FAILURE_MODE
+// Slurm >= 25.05: a failing slurm_spank_init fails the job instead of draining the node (the
+// default). Its failures are a bad plugstack.conf line or a job's own request: the node is fine.
+extern int slurm_spank_init_failure_mode;  // NOLINT
+int slurm_spank_init_failure_mode = ESPANK_JOB_FAILURE;  // NOLINT
+#endif
 }
 
 namespace {
@@ -43,10 +49,12 @@ void report_failure(const char* hook, const char* what) noexcept {
   }
 }
 
+// 0 or -1, nothing else: since Slurm 25.05 any non-zero return is an error (before, only
+// negative ones), so a positive value would mean different things on different releases.
 template <typename Body>
 int guarded(const char* hook, Body body) noexcept {
   try {
-    return body();
+    return body() == 0 ? 0 : -1;
   } catch (const std::exception& e) {
     report_failure(hook, e.what());
   } catch (...) {

@@ -424,9 +424,13 @@ class Symbols(unittest.TestCase):
         out = subprocess.run(["nm", "-D", "--defined-only", PLUGIN], capture_output=True, text=True,
                              check=True).stdout
         names = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
-        self.assertEqual(names, ["plugin_name", "plugin_type", "plugin_version",
-                                 "slurm_spank_init", "slurm_spank_init_post_opt",
-                                 "slurm_spank_task_init", "spank_plugin_version"])
+        expected = ["plugin_name", "plugin_type", "plugin_version", "slurm_spank_init",
+                    "slurm_spank_init_post_opt", "slurm_spank_task_init", "spank_plugin_version"]
+        # Slurm >= 25.05 (the header has ESPANK_JOB_FAILURE): the init failure mode too.
+        with open("/usr/include/slurm/spank.h") as header:
+            if "ESPANK_JOB_FAILURE" in header.read():
+                expected.append("slurm_spank_init_failure_mode")
+        self.assertEqual(names, sorted(expected))
 
 
 if __name__ == "__main__":
