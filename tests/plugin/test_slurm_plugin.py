@@ -12,7 +12,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "slurm"))
-from slurm_cluster import LocalSlurm, missing_binaries  # noqa: E402
+from slurm_cluster import LocalSlurm as HarnessSlurm  # noqa: E402
+from slurm_cluster import announce_cgroup_mode, missing_binaries  # noqa: E402
+
+# TFPIN_SLURM_CGROUP=1 (meson's slurm-plugin-cgroup): every cluster runs as production sites do,
+# task/cgroup + task/affinity, proctrack/cgroup, ConstrainCores=yes.
+CGROUP = os.environ.get("TFPIN_SLURM_CGROUP") == "1"
+
+
+def LocalSlurm(**kwargs):  # noqa: N802 (the harness's class, in this run's containment mode)
+    return HarnessSlurm(cgroup=CGROUP, **kwargs)
 
 PLUGIN = os.environ.get("TFPIN_PLUGIN", str(HERE.parents[1] / "build" / "plugin" / "tfpin.so"))
 SHIM = os.environ.get("TFPIN_SHIM", "")
@@ -419,6 +428,48 @@ class ShimUnderSlurm(ClusterTest):
         self.assertEqual(r.stdout.split()[:2], ["0-1", "2"])
 
 
+def own_cgroup_cpus():
+    """Shell: the cpuset of the task's own cgroup, v1 or v2."""
+    return ("p=$(sed -n 's/^[0-9]*:cpuset:\\(.*\\)/\\1/p' /proc/self/cgroup); "
+            "if [ -n \"$p\" ]; then cat /sys/fs/cgroup/cpuset$p/cpuset.cpus; "
+            "else p=$(sed -n 's/^0::\\(.*\\)/\\1/p' /proc/self/cgroup); "
+            "cat /sys/fs/cgroup$p/cpuset.cpus.effective; fi")
+
+
+@unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
+@unittest.skipUnless(CGROUP, "cgroup mode only (slurm-plugin-cgroup)")
+class CgroupContainment(ClusterTest):
+    def test_each_task_pinned_inside_its_steps_cgroup(self):
+        # Two tasks of one core each: the step's cgroup holds both cores (ConstrainCores), each
+        # task is pinned to its own, and the plan covers the task's core only.
+        r = self.cluster.srun(["-n", "2", "-c", "1", "--tf-threads=1", "sh", "-c",
+                               PROBE + "; echo cgroup=$(" + own_cgroup_cpus() + ")"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        found = probes(r.stdout)
+        self.assertEqual(len(found), 2, r.stdout)
+        groups = re.findall(r"^cgroup=(\S+)$", r.stdout, re.M)
+        self.assertEqual(len(groups), 2, r.stdout)
+        for task, group in zip(sorted(found, key=lambda t: t["rank"]), groups):
+            self.assertEqual(len(cpus_allowed(task["cpus"])), 1, task)
+            self.assertEqual(cpus_allowed(task["TFPIN_CPUS"]), cpus_allowed(task["cpus"]), task)
+        # What a runtime reading its cgroup's cpuset would see: the whole step's CPUs, not the
+        # task's (none of OpenMP, oneDNN, TensorFlow or PyTorch sizes its pools from it; they
+        # use the affinity mask, which the plan matches).
+        all_cpus = sorted(c for t in found for c in cpus_allowed(t["cpus"]))
+        for group in groups:
+            self.assertEqual(cpus_allowed(group), all_cpus, r.stdout)
+
+    def test_the_kernel_holds_a_task_in_its_cgroup(self):
+        # That the mode is real: without tfpin (no shim to clip it), taskset to both CPUs leaves
+        # the task on its one core, the kernel intersecting with the cgroup's cpuset (under
+        # task/affinity alone it would get both).
+        r = self.cluster.srun(["-n", "1", "-c", "1", "--tf-off", "sh", "-c",
+                               "taskset -pc 0-1 $$ >/dev/null 2>&1; "
+                               "sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(cpus_allowed(r.stdout.strip())), 1, r.stdout)
+
+
 class Symbols(unittest.TestCase):
     def test_only_spank_symbols_are_exported(self):
         out = subprocess.run(["nm", "-D", "--defined-only", PLUGIN], capture_output=True, text=True,
@@ -426,13 +477,14 @@ class Symbols(unittest.TestCase):
         names = sorted(line.split()[-1] for line in out.splitlines() if line.strip())
         expected = ["plugin_name", "plugin_type", "plugin_version", "slurm_spank_init",
                     "slurm_spank_init_post_opt", "slurm_spank_task_init", "spank_plugin_version"]
-        # Slurm >= 25.05 (the header has ESPANK_JOB_FAILURE): the init failure mode too.
+        # Slurm >= 25.05 (spank.h declares it): the init failure mode too.
         with open("/usr/include/slurm/spank.h") as header:
-            if "ESPANK_JOB_FAILURE" in header.read():
+            if "slurm_spank_init_failure_mode" in header.read():
                 expected.append("slurm_spank_init_failure_mode")
         self.assertEqual(names, sorted(expected))
 
 
 if __name__ == "__main__":
+    announce_cgroup_mode(CGROUP)
     result = unittest.main(verbosity=2, exit=False).result
     sys.exit(0 if result.wasSuccessful() else 1)
