@@ -138,10 +138,10 @@ const std::map<std::string_view, std::vector<std::string_view>>& contradicted_by
 std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
                                            const EnvAccess& env) {
   const Recorded outer = recorded_exports(env.get);
-  // The user's own value of `name`: set, not empty (an empty value is as good as unset, and
-  // libgomp refuses an empty OMP_NUM_THREADS), and not what an outer tfpin exported.
   std::set<std::string, std::less<>> planned;
   std::set<std::string, std::less<>> set_here;  // tfpin's too, though not yet in TFPIN_ENV
+  // The user's own value of `name`: set, not empty (an empty value is as good as unset, and
+  // libgomp refuses an empty OMP_NUM_THREADS), and not what an outer tfpin exported.
   const auto users = [&](const std::string& name) -> std::optional<std::string> {
     auto value = env.get(name);
     if (!value || value->empty() || still_tfpins(outer, name, value) || set_here.contains(name)) {
@@ -184,7 +184,7 @@ std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool
         }
       }
       if (!user_setting.empty()) {
-        if (still_tfpins(outer, var.name, env.get(var.name))) env.unset(var.name);
+        if (env.get(var.name)) env.unset(var.name);  // not the user's: an outer tfpin's, or empty
         outcomes.push_back({var.name, "", false, user_setting});
         continue;
       }

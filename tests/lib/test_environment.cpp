@@ -156,6 +156,9 @@ TEST(Environment, NothingContradictsTheUsersOwnSettings) {
   env["OMP_PROC_BIND"] = "close";
   tfpin::export_environment(vars, false, access(env));
   EXPECT_FALSE(env.contains("KMP_AFFINITY"));
+  Env empty = {{"KMP_AFFINITY", ""}, {"OMP_PLACES", "cores"}};  // an empty one goes too
+  tfpin::export_environment(vars, false, access(empty));
+  EXPECT_FALSE(empty.contains("KMP_AFFINITY"));
   // With blocktime 0 tfpin's OMP_WAIT_POLICY=PASSIVE gives way to the user's spin settings.
   tfpin::EnvironmentPolicy passive;
   passive.blocktime_ms = 0;
