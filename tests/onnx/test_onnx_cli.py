@@ -12,6 +12,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
+from test_cli import USER_AFFINITY_SETTINGS  # noqa: E402 (the variables x commands table's rows)
+from test_cli import tfpin as tfpin_clean_env  # noqa: E402
+
 TFPIN = os.environ.get("TFPIN_EXE", "tfpin")
 
 
@@ -130,6 +134,25 @@ class OnnxCommands(unittest.TestCase):
         # The same model without batch norm and with it folded by hand gives the same numbers
         # only if the importer applied batch norm as ONNX defines it: check against numpy.
         self.assertTrue(np.allclose(got, reference_forward(self.model, x), rtol=1e-4, atol=1e-5))
+
+
+    def test_infer_runs_on_every_allowed_cpu_whatever_openmp_affinity_the_user_set(self):
+        """The infer column of tests/cli's variables x commands table (libgomp binds at load time,
+        before main: tfpin must plan from the CPUs it was given)."""
+        allowed = sorted(os.sched_getaffinity(0))
+        if len(allowed) < 2:
+            self.skipTest("needs 2 allowed CPUs to see a process collapse onto one")
+        x = np.zeros((1, 3, 32, 32), np.float32)
+        np.save(self.dir / "x1.npy", x)
+        for setting in USER_AFFINITY_SETTINGS:
+            with self.subTest(**setting):
+                r = tfpin_clean_env("infer", "--model", str(self.model), "--input",
+                                    str(self.dir / "x1.npy"), "--output", str(self.dir / "y1.npy"),
+                                    "--json", env=setting)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                j = json.loads(r.stdout)
+                self.assertEqual(j["inter"] * j["intra"], len(allowed), j)
+                self.assertEqual(sorted(c for lane in j["lanes"] for c in lane), allowed, j)
 
 
 def reference_forward(path, x):
