@@ -7,11 +7,13 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <set>
 #include <utility>
 #include <vector>
@@ -40,12 +42,20 @@ std::uint64_t fnv1a(std::string_view text) {
 
 class FileDescriptor {
  public:
-  explicit FileDescriptor(int fd) : fd_(fd) {}
+  explicit FileDescriptor(int fd = -1) : fd_(fd) {}
   ~FileDescriptor() {
     if (fd_ >= 0) ::close(fd_);
   }
   FileDescriptor(const FileDescriptor&) = delete;
   FileDescriptor& operator=(const FileDescriptor&) = delete;
+  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
+    if (this != &other) {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
   [[nodiscard]] int get() const { return fd_; }
 
  private:
@@ -200,12 +210,6 @@ std::optional<Topology> decode_body(std::string_view body, std::string_view key,
   return Topology(std::move(cores), std::move(numa_nodes), packages, "host");
 }
 
-struct ReadResult {
-  std::optional<Topology> topology;
-  std::string why;          // set when the file exists and is not used
-  bool usable_dir = false;  // the directory is safe to write into
-};
-
 std::string describe_owner(const struct stat& st, uid_t owner, std::string_view what) {
   if (st.st_uid != owner)
     return fmt::format("{} is owned by uid {}, not {}", what, st.st_uid, owner);
@@ -216,38 +220,155 @@ std::string describe_owner(const struct stat& st, uid_t owner, std::string_view 
   return "";
 }
 
-ReadResult read_cache(const TopologyCacheOptions& options, std::string_view key) {
-  ReadResult result;
-  const FileDescriptor dir(
-      ::open(options.directory.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (dir.get() < 0) {
-    if (errno != ENOENT) {
-      result.why = fmt::format("cannot open the directory: {}", std::strerror(errno));
-    }
-    return result;
+// A directory on the way to the cache: root's (or the owner's), and no one else may add, remove
+// or exchange its entries. A sticky directory (/tmp) does not qualify: any user could take the
+// cache directory's name in it first.
+std::string describe_ancestor(const struct stat& st, uid_t owner, const std::string& shown) {
+  if (st.st_uid != 0 && st.st_uid != owner) {
+    return fmt::format("{} is owned by uid {} (every directory on the way must be root's)", shown,
+                       st.st_uid);
   }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return fmt::format("{} is writable by group or others (mode {:04o}; every directory on the way "
+                       "must be writable by root only)",
+                       shown, st.st_mode & 07777U);
+  }
+  return "";
+}
+
+// The cache directory, reached from "/" one component at a time with *at calls on descriptors:
+// no step resolves a path the kernel could walk through an entry swapped after it was checked.
+struct CacheDirectory {
+  enum class State { opened, missing, missing_parent, refused };
+  State state = State::refused;
+  FileDescriptor parent;  // opened, missing: the directory holding it (O_PATH)
+  FileDescriptor fd;      // opened: the directory itself (O_PATH)
+  std::string name;       // opened, missing: its name in `parent`
+  std::string why;        // missing_parent, refused: what is wrong
+};
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string path;
+  for (const std::string& name : names) path += "/" + name;
+  return path.empty() ? "/" : path;
+}
+
+void push_components(std::string_view path, std::vector<std::string>& todo) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (start <= path.size()) {
+    std::size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (end > start) parts.emplace_back(path.substr(start, end - start));
+    start = end + 1;
+  }
+  todo.insert(todo.end(), parts.rbegin(), parts.rend());  // the next one last
+}
+
+// Every directory passed through (and "/") must pass describe_ancestor; the last one must belong
+// to `owner` exactly (describe_owner). Symbolic links are followed only from such directories
+// (e.g. /var/run -> /run), since then only root could have placed them; at most 16.
+CacheDirectory open_cache_directory(const std::string& path, uid_t owner) {
+  CacheDirectory out;
+  if (path.empty() || path.front() != '/') {
+    out.why = "not an absolute path";
+    return out;
+  }
+  std::vector<FileDescriptor> chain;  // "/", then each directory walked into
+  std::vector<std::string> names;     // their names (for messages)
   struct stat st {};
-  if (::fstat(dir.get(), &st) != 0) {
-    result.why = fmt::format("cannot stat the directory: {}", std::strerror(errno));
-    return result;
+  chain.emplace_back(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (chain.back().get() < 0 || ::fstat(chain.back().get(), &st) != 0) {
+    out.why = fmt::format("cannot open /: {}", std::strerror(errno));
+    return out;
   }
-  if (std::string unsafe = describe_owner(st, options.owner, "the directory"); !unsafe.empty()) {
-    result.why = std::move(unsafe);
-    return result;
+  if (out.why = describe_ancestor(st, owner, "/"); !out.why.empty()) return out;
+
+  std::vector<std::string> todo;
+  push_components(path, todo);
+  int links = 0;
+  while (!todo.empty()) {
+    std::string part = std::move(todo.back());
+    todo.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      if (chain.size() > 1) {
+        chain.pop_back();
+        names.pop_back();
+      }
+      continue;
+    }
+    const bool last = todo.empty();
+    names.push_back(part);
+    const int at = chain.back().get();
+    if (::fstatat(at, part.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT && last) {
+        out.state = CacheDirectory::State::missing;
+        out.parent = std::move(chain.back());
+        out.name = std::move(part);
+      } else if (errno == ENOENT) {
+        out.state = CacheDirectory::State::missing_parent;
+        out.why = fmt::format("{} does not exist", joined(names));
+      } else {
+        out.why = fmt::format("cannot open {}: {}", joined(names), std::strerror(errno));
+      }
+      return out;
+    }
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      const ssize_t n = ::readlinkat(at, part.c_str(), target, sizeof target);
+      if (++links > 16 || n <= 0 || static_cast<std::size_t>(n) == sizeof target) {
+        out.why = fmt::format("{}: too many or too long symbolic links", joined(names));
+        return out;
+      }
+      names.pop_back();
+      if (target[0] == '/') {
+        chain.resize(1);
+        names.clear();
+      }
+      push_components(std::string_view(target, static_cast<std::size_t>(n)), todo);
+      continue;
+    }
+    FileDescriptor next(::openat(at, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (next.get() < 0 || ::fstat(next.get(), &st) != 0) {
+      out.why = fmt::format("cannot open {}: {}", joined(names), std::strerror(errno));
+      return out;
+    }
+    if (last) {
+      if (out.why = describe_owner(st, owner, "the directory"); !out.why.empty()) return out;
+      out.state = CacheDirectory::State::opened;
+      out.parent = std::move(chain.back());
+      out.fd = std::move(next);
+      out.name = std::move(part);
+      return out;
+    }
+    if (out.why = describe_ancestor(st, owner, joined(names)); !out.why.empty()) return out;
+    chain.push_back(std::move(next));
   }
-  result.usable_dir = true;
+  out.why = "names no directory";  // "/", or a path ending in ".."
+  return out;
+}
+
+struct ReadResult {
+  std::optional<Topology> topology;
+  std::string why;  // set when the file exists and is not used
+};
+
+ReadResult read_cache(int dir, uid_t owner, std::string_view key) {
+  ReadResult result;
   const std::string name(topology_cache_file);
   const FileDescriptor file(
-      ::openat(dir.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+      ::openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (file.get() < 0) {
     if (errno != ENOENT) result.why = fmt::format("cannot open: {}", std::strerror(errno));
     return result;
   }
+  struct stat st {};
   if (::fstat(file.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     result.why = "not a regular file";
     return result;
   }
-  if (std::string unsafe = describe_owner(st, options.owner, "the file"); !unsafe.empty()) {
+  if (std::string unsafe = describe_owner(st, owner, "the file"); !unsafe.empty()) {
     result.why = std::move(unsafe);
     return result;
   }
@@ -258,6 +379,52 @@ ReadResult read_cache(const TopologyCacheOptions& options, std::string_view key)
   }
   result.topology = decode_topology(*text, key, result.why);
   return result;
+}
+
+// A name no other writer of this directory picks at the same time (O_EXCL settles the rest).
+std::string temporary_name() {
+  static std::atomic<unsigned> counter{0};
+  struct timespec now {};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return fmt::format(".{}.{}.{}.{:x}", topology_cache_file, ::getpid(), counter++,
+                     static_cast<unsigned long>(now.tv_nsec));
+}
+
+// Temporary file in `dir`, written, fsync'ed, mode 0644, renamed over the cache file: readers see
+// the old file or the new one, never a part.
+std::string write_cache_file(int dir, const std::string& directory, const std::string& text) {
+  std::string temp;
+  FileDescriptor file;
+  for (int attempt = 0; attempt < 16 && file.get() < 0; ++attempt) {
+    temp = temporary_name();
+    file = FileDescriptor(
+        ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (file.get() < 0 && errno != EEXIST) break;
+  }
+  if (file.get() < 0) {
+    return fmt::format("cannot create a file in {}: {}", directory, std::strerror(errno));
+  }
+  const std::string name(topology_cache_file);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(file.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string why =
+          fmt::format("cannot write {}/{}: {}", directory, temp, std::strerror(errno));
+      ::unlinkat(dir, temp.c_str(), 0);
+      return why;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fchmod(file.get(), 0644) != 0 || ::fsync(file.get()) != 0 ||
+      ::renameat(dir, temp.c_str(), dir, name.c_str()) != 0) {
+    const std::string why =
+        fmt::format("cannot write {}/{}: {}", directory, name, std::strerror(errno));
+    ::unlinkat(dir, temp.c_str(), 0);
+    return why;
+  }
+  return "";
 }
 
 }  // namespace
@@ -321,29 +488,12 @@ std::optional<Topology> decode_topology(std::string_view text, std::string_view 
 
 std::string write_topology_cache(const std::string& directory, const Topology& topology,
                                  std::string_view key) {
-  const std::string text = encode_topology(topology, key);
-  std::string temp = directory + "/." + std::string(topology_cache_file) + ".XXXXXX";
-  const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-  if (fd < 0) return fmt::format("cannot create a file in {}: {}", directory, std::strerror(errno));
-  const FileDescriptor file(fd);
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = fmt::format("cannot write {}: {}", temp, std::strerror(errno));
-      ::unlink(temp.c_str());
-      return why;
-    }
-    done += static_cast<std::size_t>(n);
+  const CacheDirectory dir = open_cache_directory(directory, ::geteuid());
+  if (dir.state != CacheDirectory::State::opened) {
+    return fmt::format("cannot write into {}: {}", directory,
+                       dir.why.empty() ? "it does not exist" : dir.why);
   }
-  const std::string path = directory + "/" + std::string(topology_cache_file);
-  if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0 || ::rename(temp.c_str(), path.c_str()) != 0) {
-    const std::string why = fmt::format("cannot write {}: {}", path, std::strerror(errno));
-    ::unlink(temp.c_str());
-    return why;
-  }
-  return "";
+  return write_cache_file(dir.fd.get(), directory, encode_topology(topology, key));
 }
 
 CachedTopology load_host_topology(const TopologyCacheOptions& options,
@@ -353,27 +503,44 @@ CachedTopology load_host_topology(const TopologyCacheOptions& options,
   if (!key) return {live(), false, ""};
 
   const std::string path = options.directory + "/" + std::string(topology_cache_file);
-  ReadResult read = read_cache(options, *key);
+  using State = CacheDirectory::State;
+  CacheDirectory dir = open_cache_directory(options.directory, options.owner);
+  ReadResult read;
+  if (dir.state == State::refused) read.why = dir.why;
+  if (dir.state == State::opened) read = read_cache(dir.fd.get(), options.owner, *key);
   if (read.topology) return {std::move(*read.topology), true, ""};
 
   CachedTopology result{live(), false, ""};
   std::string problem;
   if (!read.why.empty()) problem = fmt::format("topology cache {}: {}; ignored", path, read.why);
   const bool may_write = options.write && ::geteuid() == options.owner;
-  if (may_write && !read.usable_dir && read.why.empty()) {
-    // No directory yet (/run is emptied at boot): make it, root's and not writable by others.
-    if (::mkdir(options.directory.c_str(), 0755) == 0) {
-      ::chmod(options.directory.c_str(), 0755);  // whatever the umask
-      read.usable_dir = read_cache(options, *key).usable_dir;
-    } else if (errno == EEXIST) {
-      read.usable_dir = read_cache(options, *key).usable_dir;
-    } else {
-      problem = fmt::format("topology cache {}: cannot create the directory: {}", options.directory,
-                            std::strerror(errno));
+  if (may_write && dir.state == State::missing_parent) {
+    problem = fmt::format("topology cache {}: cannot create the directory: {}", options.directory,
+                          dir.why);
+  }
+  if (may_write && dir.state == State::missing) {
+    // No directory yet (/run is emptied at boot): make it, root's and not writable by others. Its
+    // parent was checked: no one else can have replaced the new entry.
+    if (::mkdirat(dir.parent.get(), dir.name.c_str(), 0755) == 0) {
+      // 0755 whatever the umask: the job's tasks read the file
+      if (::fchmodat(dir.parent.get(), dir.name.c_str(), 0755, 0) != 0) {
+        problem = fmt::format("topology cache {}: cannot make the directory 0755: {}",
+                              options.directory, std::strerror(errno));
+      }
+    } else if (errno != EEXIST) {
+      problem = fmt::format("topology cache {}: cannot create the directory: {}",
+                            options.directory, std::strerror(errno));
+    }
+    if (problem.empty()) {
+      dir = open_cache_directory(options.directory, options.owner);
+      if (dir.state == State::refused) {
+        problem = fmt::format("topology cache {}: {}; ignored", path, dir.why);
+      }
     }
   }
-  if (may_write && read.usable_dir) {
-    if (std::string failed = write_topology_cache(options.directory, result.topology, *key);
+  if (may_write && dir.state == State::opened) {
+    if (std::string failed =
+            write_cache_file(dir.fd.get(), options.directory, encode_topology(result.topology, *key));
         !failed.empty()) {
       problem += fmt::format("{}topology cache: {}", problem.empty() ? "" : "; ", failed);
     } else if (!problem.empty()) {

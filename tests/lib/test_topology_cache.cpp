@@ -1,8 +1,14 @@
 // The node's topology cache (tfpin/topology_cache.hpp): what it stores gives the same plans as the
 // hwloc load it replaces, and a file that is damaged, foreign, stale or not root's is never used.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/fs.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdlib>
 #include <filesystem>
@@ -153,7 +159,8 @@ class CacheDirectory : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (files owned by another user)";
-    char templ[] = "/tmp/tfpin-topology-cache-XXXXXX";
+    // Not under /tmp: every directory on the way to a cache must be writable by root only.
+    char templ[] = "/run/tfpin-topology-cache-XXXXXX";
     ASSERT_NE(::mkdtemp(templ), nullptr);
     dir_ = templ;
     ::chmod(dir_.c_str(), 0755);
@@ -297,4 +304,88 @@ TEST_F(CacheDirectory, OnlyTheOwnerWrites) {
   ASSERT_EQ(::chown(dir_.c_str(), 65534, 65534), 0);
   EXPECT_EQ(load().warning, "");
   EXPECT_FALSE(std::filesystem::exists(file()));
+}
+
+// Every directory on the way to the cache must be root's and writable by root only: otherwise its
+// owner (or group) could exchange the cache directory for a link while root writes.
+TEST_F(CacheDirectory, AncestorAnotherAccountControlsIsRefused) {
+  const std::string shared = dir_ + "/shared";
+  ASSERT_TRUE(std::filesystem::create_directory(shared));
+  ASSERT_EQ(::chmod(shared.c_str(), 0755), 0);
+  options_.directory = shared + "/cache";
+  ASSERT_EQ(::chown(shared.c_str(), 65534, 65534), 0);
+  expect_live(load(), shared + " is owned by uid 65534 (every directory on the way must be root's)");
+  ASSERT_EQ(::chown(shared.c_str(), 0, 0), 0);
+  ASSERT_EQ(::chmod(shared.c_str(), 0775), 0);
+  expect_live(load(), shared + " is writable by group or others (mode 0775;");
+  ASSERT_EQ(::chmod(shared.c_str(), 01777), 0);  // sticky, as /tmp: a user could take the name first
+  expect_live(load(), shared + " is writable by group or others (mode 1777;");
+  EXPECT_FALSE(std::filesystem::exists(options_.directory));
+  ASSERT_EQ(::chmod(shared.c_str(), 0755), 0);
+  EXPECT_EQ(load().warning, "");
+  EXPECT_TRUE(load().from_cache);
+}
+
+TEST_F(CacheDirectory, LinksOnTheWayAreFollowedOnlyFromRootsDirectories) {
+  // As /var/run -> /run: a link root placed in a directory only root writes.
+  ASSERT_TRUE(std::filesystem::create_directory(dir_ + "/real"));
+  std::filesystem::create_directory_symlink("real", dir_ + "/link");
+  options_.directory = dir_ + "/link/../link/./cache";
+  EXPECT_EQ(load().warning, "");
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir_ + "/real/cache/topology.cache"));
+  EXPECT_TRUE(load().from_cache);
+  // The same link in a directory another account owns is not followed.
+  const std::string shared = dir_ + "/shared";
+  ASSERT_TRUE(std::filesystem::create_directory(shared));
+  std::filesystem::create_directory_symlink(dir_ + "/real/cache", shared + "/cache");
+  ASSERT_EQ(::chown(shared.c_str(), 65534, 65534), 0);
+  options_.directory = shared + "/cache";
+  expect_live(load(), shared + " is owned by uid 65534");
+}
+
+// The attack the rule above stops, as the account that owns a directory on the way would run it:
+// exchange the cache directory with a link to a directory of root's, over and over, while root
+// (re)writes the cache. Within 200 writes, not one file of root's may land in the link's target.
+TEST_F(CacheDirectory, SwappedEntryOnTheWayNeverRedirectsRootsWrites) {
+  const std::string shared = dir_ + "/shared";
+  const std::string secret = dir_ + "/secret";
+  ASSERT_TRUE(std::filesystem::create_directory(shared));
+  ASSERT_TRUE(std::filesystem::create_directory(shared + "/cache"));
+  ASSERT_TRUE(std::filesystem::create_directory(secret));
+  ASSERT_EQ(::chmod(shared.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod((shared + "/cache").c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(secret.c_str(), 0700), 0);
+  std::filesystem::create_directory_symlink(secret, shared + "/decoy");
+  ASSERT_EQ(::lchown((shared + "/decoy").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chown(shared.c_str(), 65534, 65534), 0);
+  // The real cache directory, whatever its name at a given moment: emptied after each round so
+  // that every round writes.
+  const int real = ::open((shared + "/cache").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(real, 0);
+  options_.directory = shared + "/cache";
+
+  const pid_t attacker = ::fork();
+  ASSERT_GE(attacker, 0);
+  if (attacker == 0) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(1);
+    const std::string a = shared + "/cache";
+    const std::string b = shared + "/decoy";
+    for (;;) ::syscall(SYS_renameat2, AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE);
+  }
+  int redirected = 0;
+  for (int round = 0; round < 200; ++round) {
+    (void)load();
+    ::unlinkat(real, "topology.cache", 0);
+    redirected += static_cast<int>(std::distance(std::filesystem::directory_iterator(secret), {}));
+    for (const auto& entry : std::filesystem::directory_iterator(secret)) {
+      std::filesystem::remove(entry.path());
+    }
+  }
+  ::kill(attacker, SIGKILL);
+  ::waitpid(attacker, nullptr, 0);
+  ::close(real);
+  EXPECT_EQ(redirected, 0) << "root wrote into " << secret << " through the swapped link";
+  struct stat st {};
+  ASSERT_EQ(::stat(secret.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777U, 0700U);
 }

@@ -360,8 +360,10 @@ TEST(Hooks, OtherContextsDoNothingInTaskInit) {
 // tfpin reads and writes nothing.
 TEST(Hooks, StepLoadsTheTopologyOnceThroughTheNodesCache) {
   AffinityGuard guard;
-  char templ[] = "/tmp/tfpin-plugin-cache-XXXXXX";
-  ASSERT_NE(mkdtemp(templ), nullptr);
+  const bool root = geteuid() == 0;
+  // As root, not under /tmp: every directory on the way to the cache must be writable by root only.
+  std::string templ = root ? "/run/tfpin-plugin-cache-XXXXXX" : "/tmp/tfpin-plugin-cache-XXXXXX";
+  ASSERT_NE(mkdtemp(templ.data()), nullptr);
   const std::string dir = templ;
   const std::string file = dir + "/topology.cache";
   chmod(dir.c_str(), 0755);
@@ -377,7 +379,6 @@ TEST(Hooks, StepLoadsTheTopologyOnceThroughTheNodesCache) {
     EXPECT_EQ(init(config), 0);
     return slurm_spank_init_post_opt(fake_spank::handle(), 0, nullptr);
   };
-  const bool root = geteuid() == 0;
 
   ASSERT_EQ(step({"activation=always"}), 0);
   EXPECT_EQ(std::filesystem::exists(file), root);

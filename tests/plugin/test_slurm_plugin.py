@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from pathlib import Path
 
@@ -59,6 +60,23 @@ def plugstack(*keys, kind="required"):
     if SHIM:
         keys = (f"shim_path={SHIM}",) + keys
     return [" ".join((line,) + keys)]
+
+
+def header_declares_failure_mode():
+    """Slurm >= 25.05: spank.h declares slurm_spank_init_failure_mode, and the plugin sets it."""
+    with open("/usr/include/slurm/spank.h") as header:
+        return "slurm_spank_init_failure_mode" in header.read()
+
+
+def client_conf(cluster, lines):
+    """SLURM_CONF for commands that read their own plugstack (LINES) while the daemons keep the
+    cluster's: a site whose login nodes and compute nodes disagree."""
+    d = cluster.tmpdir
+    (d / "client-plugstack.conf").write_text("".join(line + "\n" for line in lines))
+    text = re.sub(r"^PlugStackConfig=.*$", f"PlugStackConfig={d}/client-plugstack.conf",
+                  (d / "slurm.conf").read_text(), flags=re.M)
+    (d / "client-slurm.conf").write_text(text)
+    return {"SLURM_CONF": str(d / "client-slurm.conf")}
 
 
 def job_count(cluster):
@@ -314,7 +332,8 @@ class TopologyCache(unittest.TestCase):
     rewrite; a job that does not ask for tfpin never touches it."""
 
     def test_steps_write_read_and_repair_the_nodes_cache(self):
-        with tempfile.TemporaryDirectory() as tmp:
+        # Not under /tmp: every directory on the way to the cache must be writable by root only.
+        with tempfile.TemporaryDirectory(dir="/run") as tmp:
             os.chmod(tmp, 0o755)
             cache = Path(tmp, "cache")
             path = cache / "topology.cache"
@@ -362,6 +381,33 @@ class BadSiteConfig(unittest.TestCase):
             self.assertEqual(set(cluster.node_states().values()), {"idle"})
             log = cluster.slurmctld_log() + cluster.slurmd_log("n1")
             self.assertNotIn("Segmentation", log)
+
+    def test_failing_init_on_the_compute_node_fails_the_job(self):
+        """Only slurmstepd sees the bad key: srun and sbatch read a good plugstack. Slurm >= 25.05
+        lets a plugin choose what its failing slurm_spank_init does; tfpin fails the job and leaves
+        the node in service. Older Slurm drains the node when a batch step's init fails."""
+        with LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=plugstack("bogus=1")) as cluster:
+            good = client_conf(cluster, plugstack())
+            r = cluster.srun(["--tf-threads=1", "true"], env_extra=good)
+            self.assertIn("Plugin initialization failed", r.stderr)
+            self.assertIn("unknown key 'bogus'", cluster.slurmd_log("n1"))
+            if header_declares_failure_mode():
+                self.assertNotEqual(r.returncode, 0, r.stderr)
+            # (Slurm 22.05's srun exits 0 here.)
+            # Two batch jobs: the second runs only if the first left the node in service.
+            for _ in range(2):
+                jobid, r = cluster.sbatch("#!/bin/sh\ntrue\n", ["--tf-threads=1"], env_extra=good)
+                self.assertIsNotNone(jobid, f"sbatch refused: {r.stderr}")
+                state = cluster.wait_job(jobid)
+                if not header_declares_failure_mode():
+                    deadline = time.monotonic() + 20
+                    while not cluster.node_states().get("n1", "").startswith("drain"):
+                        self.assertLess(time.monotonic(), deadline, cluster.node_states())
+                        time.sleep(0.25)
+                    return
+                self.assertEqual(state, "FAILED")
+            self.assertEqual(set(cluster.node_states().values()), {"idle"})
+            self.assertNotIn("Segmentation", cluster.slurmd_log("n1"))
 
 
 @unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
@@ -480,9 +526,8 @@ class Symbols(unittest.TestCase):
         expected = ["plugin_name", "plugin_type", "plugin_version", "slurm_spank_init",
                     "slurm_spank_init_post_opt", "slurm_spank_task_init", "spank_plugin_version"]
         # Slurm >= 25.05 (spank.h declares it): the init failure mode too.
-        with open("/usr/include/slurm/spank.h") as header:
-            if "slurm_spank_init_failure_mode" in header.read():
-                expected.append("slurm_spank_init_failure_mode")
+        if header_declares_failure_mode():
+            expected.append("slurm_spank_init_failure_mode")
         self.assertEqual(names, sorted(expected))
 
 

@@ -8,7 +8,9 @@
 // (bench/plugin_task_cost.cpp).
 //
 // Trust: the file is used only when it and its directory belong to the trusted owner (root), are
-// not writable by group or others, parse completely, carry a matching checksum and were written for
+// not writable by group or others, every directory on the way from "/" is root's (or the owner's)
+// and writable by nobody else (the path is walked with *at calls on descriptors, links followed
+// only from such directories: no one else can swap an entry between a check and a write), parse completely, carry a matching checksum and were written for
 // this very machine state: the key names the cache format, the hwloc version, the kernel (release,
 // version, architecture), the node name, the boot (/proc/sys/kernel/random/boot_id) and the
 // possible/present/online CPUs and NUMA nodes. Anything else is ignored with one warning and the
@@ -67,7 +69,8 @@ CachedTopology load_host_topology(const TopologyCacheOptions& options,
                                   const std::function<Topology()>& live = Topology::host);
 
 // Writes `topology` as the cache file of `directory` for `key` (temporary file, fsync, rename;
-// mode 0644). Returns an empty string, or why it failed.
+// mode 0644), `directory` checked as above with this process's user as the owner. Returns an
+// empty string, or why it failed.
 std::string write_topology_cache(const std::string& directory, const Topology& topology,
                                  std::string_view key);
 
