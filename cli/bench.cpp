@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "output_file.hpp"
 #include "ranks.hpp"
 #include "tfpin/binding.hpp"
 #include "tfpin/cpulist.hpp"
@@ -876,11 +877,13 @@ int BenchCommand::operator()() const {
   // core.
   const std::string cpus_allowed = kernel_cpus_allowed();
   const BenchSettings settings = check_flags(*this);
-  // An unwritable trace file is refused now, not after the run.
-  if (!trace_file.empty() && !std::ofstream(trace_file)) {
+  // An unwritable trace file is refused now, not after the run (without opening it: an existing
+  // file is not truncated, a FIFO's reader does not see an early close).
+  if (const std::string why = trace_file.empty() ? "" : output_unwritable(trace_file);
+      !why.empty()) {
     usage_error(
         fmt::format("--trace_file={}: cannot write to it ({}); valid: a file tfpin can write",
-                    shown_value(trace_file), std::strerror(errno)));
+                    shown_value(trace_file), why));
   }
   const bool forward_only = workload.forward_only;
   const std::unique_ptr<Ranks> ranks =
@@ -976,10 +979,10 @@ int BenchCommand::operator()() const {
                             ? run_steps(*runtime, *this, settings, *ranks)
                             : run_streams(streams, settings.threads, *this, settings, *ranks);
   if (!trace_file.empty() && printing) {
-    std::ofstream f(trace_file);
-    f << engine::chrome_trace_json(runtime->take_trace());
-    if (!f) {
-      fmt::print(stderr, "tfpin bench: cannot write --trace_file={}\n", shown_value(trace_file));
+    try {
+      write_output_file(trace_file, engine::chrome_trace_json(runtime->take_trace()));
+    } catch (const Error& e) {
+      fmt::print(stderr, "tfpin bench: --trace_file: {}\n", shown_value(e.what(), 400));
       return exit_failure;
     }
   }

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "npy.hpp"
+#include "output_file.hpp"
 #include "threads.hpp"
 #include "tfpin/engine/onnx.hpp"
 #include "tfpin/engine/runtime.hpp"
@@ -161,20 +162,18 @@ int InferCommand::operator()() const {
   }
   const auto ran_at = Clock::now();
 
+  // All the outputs or none: each is written to a temporary file first, and only when all are
+  // complete are they renamed into place; a failure removes the temporary files, never a path.
   nlohmann::json written = nlohmann::json::array();
-  try {
-    for (std::size_t i = 0; i < imported.outputs.size(); ++i) {
-      const auto& output = imported.outputs[i];
-      const auto file = files.find(output.name);
-      if (file == files.end()) continue;
-      write_npy(file->second, output.dims, results[i].data());
-      written.push_back({{"name", output.name}, {"dims", output.dims}, {"file", file->second}});
-    }
-  } catch (const std::exception&) {
-    // All the outputs or none: a failed run leaves no file of it behind.
-    for (const auto& w : written) std::remove(w["file"].get<std::string>().c_str());
-    throw;
+  OutputFiles staged;
+  for (std::size_t i = 0; i < imported.outputs.size(); ++i) {
+    const auto& output = imported.outputs[i];
+    const auto file = files.find(output.name);
+    if (file == files.end()) continue;
+    staged.stage(file->second, format_npy(output.dims, results[i].data()));
+    written.push_back({{"name", output.name}, {"dims", output.dims}, {"file", file->second}});
   }
+  staged.commit();
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   if (json) {
     nlohmann::json in = nlohmann::json::array();

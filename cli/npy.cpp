@@ -264,18 +264,4 @@ std::string format_npy(const std::vector<std::int64_t>& dims, const float* data)
   return out;
 }
 
-void write_npy(const std::string& path, const std::vector<std::int64_t>& dims, const float* data) {
-  const std::string bytes = format_npy(dims, data);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    throw Error(ErrorKind::system, fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-  }
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) {
-    std::remove(path.c_str());  // no partial file
-    throw Error(ErrorKind::system, fmt::format("{}: write failed", path));
-  }
-}
-
 }  // namespace tfpin::cli

@@ -16,8 +16,7 @@ namespace tfpin::cli {
 engine::HostTensor parse_npy(std::string_view bytes, const std::string& what);
 engine::HostTensor read_npy(const std::string& path);
 
+// A float32 array's whole file (written by infer through OutputFiles).
 std::string format_npy(const std::vector<std::int64_t>& dims, const float* data);
-// Writes `path` (replacing it); throws tfpin::Error(system) when it cannot.
-void write_npy(const std::string& path, const std::vector<std::int64_t>& dims, const float* data);
 
 }  // namespace tfpin::cli

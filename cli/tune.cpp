@@ -22,6 +22,7 @@
 
 #include "bench.hpp"
 #include "commands.hpp"
+#include "output_file.hpp"
 #include "plan_options.hpp"
 #include "tfpin/cpulist.hpp"
 #include "tfpin/error.hpp"
@@ -462,16 +463,16 @@ int TuneCommand::operator()() const {
     return 0;
   }
   // Fail on an unwritable --plot now, not after the sweep.
-  if (!plot.empty() && !std::ofstream(plot)) {
+  if (const std::string why = plot.empty() ? "" : output_unwritable(plot); !why.empty()) {
     usage_error(fmt::format("--plot={}: cannot write to it ({}); valid: a file tfpin can write",
-                            shown_value(plot), std::strerror(errno)));
+                            shown_value(plot), why));
   }
   run_sweep(*this, sweep, exe, timeout_seconds);
   if (!plot.empty()) {
-    std::ofstream f(plot);
-    f << tune_svg(sweep);
-    if (!f) {
-      fmt::print(stderr, "tfpin tune: cannot write --plot={}\n", plot);
+    try {
+      write_output_file(plot, tune_svg(sweep));
+    } catch (const Error& e) {
+      fmt::print(stderr, "tfpin tune: --plot: {}\n", shown_value(e.what(), 400));
       return exit_failure;
     }
   }

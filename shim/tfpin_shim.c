@@ -703,6 +703,17 @@ EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
                                    : forward_openat(NULL, dirfd, path, flags, 0);
 }
 
+// A hook called before init_once resolved its real function: constructors of the program's own
+// libraries run before the shim's. Initialise now; where that cannot run yet (before libc set
+// environ, or inside init_once on this thread) look up this one function alone.
+#define ENSURE_REAL(name)                                                      \
+  do {                                                                         \
+    if (UNLIKELY(real_##name == NULL)) {                                       \
+      (void)ready();                                                           \
+      if (real_##name == NULL && !tl_in_init) LOAD_NEXT(real_##name, #name);   \
+    }                                                                          \
+  } while (0)
+
 // fopen's own open is internal to the C library: the view is opened here and wrapped.
 static FILE* fopen_view(const char* path, const char* mode, bool* served) {
   *served = false;
@@ -719,6 +730,7 @@ EXPORT FILE* fopen(const char* path, const char* mode) {
   bool served;
   FILE* f = fopen_view(path, mode, &served);
   if (served) return f;
+  ENSURE_REAL(fopen);
   if (real_fopen == NULL) {
     errno = ENOSYS;
     return NULL;
@@ -729,6 +741,7 @@ EXPORT FILE* fopen64(const char* path, const char* mode) {
   bool served;
   FILE* f = fopen_view(path, mode, &served);
   if (served) return f;
+  ENSURE_REAL(fopen64);
   if (real_fopen64 == NULL) {
     errno = ENOSYS;
     return NULL;
@@ -738,6 +751,7 @@ EXPORT FILE* fopen64(const char* path, const char* mode) {
 
 // Listings of /sys/devices/system/cpu skip the cpuN entries of CPUs outside the plan.
 EXPORT struct dirent* readdir(DIR* dir) {
+  ENSURE_REAL(readdir);
   if (real_readdir == NULL) {
     errno = ENOSYS;
     return NULL;
@@ -750,6 +764,7 @@ EXPORT struct dirent* readdir(DIR* dir) {
   return entry;
 }
 EXPORT struct dirent64* readdir64(DIR* dir) {
+  ENSURE_REAL(readdir64);
   if (real_readdir64 == NULL) {
     errno = ENOSYS;
     return NULL;

@@ -6,18 +6,20 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 TFPIN = os.environ.get("TFPIN_EXE", "tfpin")
 
 
-def bench(*args, env=None):
+def bench(*args, env=None, timeout=300):
     full_env = dict(os.environ)
     for name in ("TFPIN_CPUS", "TFPIN_INTEROP", "TFPIN_INTRA", "OMP_NUM_THREADS",
                  "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"):
         full_env.pop(name, None)
     full_env.update(env or {})
-    return subprocess.run([TFPIN, "bench", *args], capture_output=True, text=True, env=full_env, timeout=300)
+    return subprocess.run([TFPIN, "bench", *args], capture_output=True, text=True, env=full_env,
+                          timeout=timeout)
 
 
 SMALL = ["--model", "alexnet", "--batch_size", "2", "--num_warmup_batches", "1", "--forward_only"]
@@ -164,6 +166,44 @@ class BenchStreams(unittest.TestCase):
                 f"--num_streams={n + 1}: {n + 1} lanes of one thread each are more than the {n} cores",
                 f"valid: 1 to {n}")
         refused(["--num_streams", "0", "--forward_only"], "--num_streams=0 is too small")
+
+
+class TraceFile(unittest.TestCase):
+    """--trace_file is checked before the run without being opened, and written once at the end."""
+
+    def test_refused_run_leaves_an_existing_file_as_it_was(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = os.path.join(tmp, "trace.json")
+            with open(trace, "w") as f:
+                f.write("keep\n")
+            # refused after the trace file's check: the batch is found too large when compiling
+            r = bench("--model", "resnet50", "--batch_size", "10000000", "--forward_only",
+                      "--num_batches", "1", "--trace_file", trace)
+            self.assertNotEqual(r.returncode, 0, r.stderr)
+            self.assertIn("tfpin", r.stderr)
+            with open(trace) as f:
+                self.assertEqual(f.read(), "keep\n")
+            self.assertEqual(os.listdir(tmp), ["trace.json"])
+
+    def test_a_fifo_gets_the_whole_trace_in_one_open(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fifo = os.path.join(tmp, "trace.fifo")
+            os.mkfifo(fifo)
+            got = []
+
+            def read_once():
+                with open(fifo, "rb") as f:
+                    got.append(f.read())
+            reader = threading.Thread(target=read_once)
+            reader.start()
+            try:
+                r = bench(*SMALL, "--num_batches", "1", "--trace_file", fifo, timeout=120)
+            finally:
+                if reader.is_alive():  # no writer came: let the reader go
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                reader.join(10)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(json.loads(got[0])["traceEvents"])
 
 
 class BenchTraining(unittest.TestCase):

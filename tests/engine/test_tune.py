@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 import xml.etree.ElementTree as ET
 
@@ -240,6 +241,29 @@ class BadArguments(unittest.TestCase):
         self.refused(fo, "--topology", "package:1 core:4", words=["--topology=package:1 core:4", "--dry-run"])
         self.refused(fo, "--cpuset", "4096", words=["--cpuset=4096", "outside"])
         self.refused(fo, "--plot", "/nonexistent/dir/p.svg", words=["--plot=/nonexistent/dir/p.svg"])
+
+    def test_plot_into_a_fifo_in_one_open(self):
+        # The early check opens nothing: a FIFO's reader sees one writer, who writes the whole SVG.
+        with tempfile.TemporaryDirectory() as tmp:
+            fifo = os.path.join(tmp, "plot.fifo")
+            os.mkfifo(fifo)
+            got = []
+
+            def read_once():
+                with open(fifo, "rb") as f:
+                    got.append(f.read())
+            reader = threading.Thread(target=read_once)
+            reader.start()
+            try:
+                r = tfpin("tune", "--model", "alexnet", "--batch_sizes", "1", "--threads", "1",
+                          "--num_batches", "1", "--num_warmup_batches", "0", "--forward_only",
+                          "--plot", fifo, timeout=120)
+            finally:
+                if reader.is_alive():  # no writer came: let the reader go
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+                reader.join(10)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(ET.fromstring(got[0]).tag, SVG + "svg")
 
     def test_training_sweep_runs_training_steps(self):
         r = tfpin("tune", "--model", "alexnet", "--batch_sizes", "2", "--threads", "1",

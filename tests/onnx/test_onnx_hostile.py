@@ -12,6 +12,7 @@ run from another directory) must run and match NumPy.
     TFPIN_EXE=build/cli/tfpin /usr/bin/python3 tests/onnx/test_onnx_hostile.py
 """
 import os
+import stat
 import subprocess
 import sys
 import tempfile
@@ -641,6 +642,74 @@ class Hostile(unittest.TestCase):
         self.refused(model, [str(target), "cannot write"], code=1,
                      inputs=[self.npy("x2.npy", np.ones((1, 4), np.float32))],
                      outputs=[self.outdir / "y.npy", target])
+
+    # ---- outputs that fail to write: nothing that was there is removed or truncated -----------
+
+    def two_output_model(self):
+        nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu"),
+                 helper.make_node("Sigmoid", ["x"], ["z"], name="sigmoid")]
+        return self.save(relu_model([1, 4], nodes=nodes,
+                                    outputs=[value_info("y", [1, 4]), value_info("z", [1, 4])]))
+
+    def full_device(self, name):
+        """A node of /dev/full (every write: ENOSPC) in the output folder; needs root."""
+        if os.geteuid() != 0:
+            self.skipTest("mknod needs root")
+        path = self.outdir / name
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+        return path
+
+    def assert_only(self, files):
+        """The output folder holds exactly `files` (name -> bytes): no temporary file is left."""
+        self.assertEqual(sorted(os.listdir(self.outdir)), sorted(files))
+        for name, data in files.items():
+            if data is not None:
+                self.assertEqual((self.outdir / name).read_bytes(), data, name)
+
+    def test_failing_device_output_is_not_removed(self):
+        full = self.full_device("full")
+        proc = self.infer(self.save(conv_relu_model()), outputs=[full])
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("cannot write", proc.stderr)
+        self.assertTrue(stat.S_ISCHR(os.lstat(full).st_mode), "the device node was removed")
+        self.assertTrue(stat.S_ISCHR(os.stat(self.outdir / "full").st_mode))
+
+    def test_file_too_large_keeps_the_file_that_was_there(self):
+        keep = self.outdir / "keep.npy"
+        keep.write_bytes(b"precious\n")
+        argv = [TFPIN, "infer", "--threads", "1", "--model", str(self.save(conv_relu_model())),
+                "--input", str(self.x), "--output", str(keep)]
+        # No file may grow past 0 bytes; SIGXFSZ ignored, so that write() fails with EFBIG.
+        proc = subprocess.run(["bash", "-c", "trap '' XFSZ; ulimit -f 0; exec \"$@\"", "bash", *argv],
+                              capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("cannot write", proc.stderr)
+        self.assert_only({"keep.npy": b"precious\n"})
+
+    def test_second_output_failing_leaves_the_first_as_it_was(self):
+        a = self.outdir / "a.npy"
+        a.write_bytes(b"old a\n")
+        full = self.full_device("full")
+        proc = self.infer(self.two_output_model(),
+                          inputs=[self.npy("x2.npy", np.ones((1, 4), np.float32))],
+                          outputs=[f"y={a}", f"z={full}"])
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertIn("cannot write", proc.stderr)
+        self.assert_only({"a.npy": b"old a\n", "full": None})
+        self.assertTrue(stat.S_ISCHR(os.lstat(full).st_mode))
+
+    def test_output_replaces_a_file_keeping_its_mode_and_a_link_keeps_pointing_at_it(self):
+        target = self.outdir / "y.npy"
+        target.write_bytes(b"old\n")
+        os.chmod(target, 0o640)
+        link = self.outdir / "link.npy"
+        link.symlink_to("y.npy")
+        proc = self.infer(self.save(conv_relu_model()), outputs=[link])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertTrue(link.is_symlink(), "the link was replaced by a file")
+        self.assertEqual(np.load(target).shape, (1, 4, 8, 8))
+        self.assertEqual(stat.S_IMODE(os.stat(target).st_mode), 0o640)
+        self.assertEqual(sorted(os.listdir(self.outdir)), ["link.npy", "y.npy"])
 
     # ---- the positive control ------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ PROBE_KMP = os.environ.get("SHIM_PROBE_KMP", "")
 TFPIN = os.environ.get("TFPIN_EXE", "")
 PROBE_CPUFILES = os.environ.get("SHIM_PROBE_CPUFILES", "")
 PROBE_CPUINFO = os.environ.get("SHIM_PROBE_CPUINFO", "")
+PROBE_EARLY_IO = os.environ.get("SHIM_PROBE_EARLY_IO", "")
 PYTHON = "/usr/bin/python3"
 
 # Plans use the first two CPUs this test may use (0 and 1 on the 2-core build machine).
@@ -615,6 +616,21 @@ class NoPlan(unittest.TestCase):
                 self.assertEqual(said.stdout, untouched)
                 self.assertEqual(said.stderr.count("invalid plan"), 1)
                 self.assertEqual(run([PROBE, "counts"], plan_env=bad).stderr, "")
+
+
+class EarlyConstructors(unittest.TestCase):
+    """The program's own libraries are initialised before the shim: their constructors' file I/O
+    (fopen in any mode, readdir) goes through hooks whose real functions are not resolved yet."""
+
+    def test_constructor_writes_and_lists_a_directory(self):
+        if not PROBE_EARLY_IO:
+            self.skipTest("probe not built")
+        for plan_env in (None, plan(str(A), 1, 1)):
+            with self.subTest(plan=plan_env), tempfile.TemporaryDirectory() as tmp:
+                r = run([PROBE_EARLY_IO], plan_env=plan_env, env={"EARLY_IO_DIR": tmp})
+                self.assertEqual(r.stdout.strip(), "ofstream=ok listed=1")
+                with open(os.path.join(tmp, "written-by-constructor.txt")) as f:
+                    self.assertEqual(f.read(), "written\n")
 
 
 class Dlopen(unittest.TestCase):
