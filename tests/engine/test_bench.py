@@ -6,8 +6,10 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fifo_reader import fifo_reader  # noqa: E402
 
 TFPIN = os.environ.get("TFPIN_EXE", "tfpin")
 
@@ -187,21 +189,9 @@ class TraceFile(unittest.TestCase):
 
     def test_a_fifo_gets_the_whole_trace_in_one_open(self):
         with tempfile.TemporaryDirectory() as tmp:
-            fifo = os.path.join(tmp, "trace.fifo")
-            os.mkfifo(fifo)
-            got = []
-
-            def read_once():
-                with open(fifo, "rb") as f:
-                    got.append(f.read())
-            reader = threading.Thread(target=read_once)
-            reader.start()
-            try:
-                r = bench(*SMALL, "--num_batches", "1", "--trace_file", fifo, timeout=120)
-            finally:
-                if reader.is_alive():  # no writer came: let the reader go
-                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-                reader.join(10)
+            with fifo_reader(os.path.join(tmp, "trace.fifo")) as got:
+                r = bench(*SMALL, "--num_batches", "1", "--trace_file",
+                          os.path.join(tmp, "trace.fifo"), timeout=120)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertTrue(json.loads(got[0])["traceEvents"])
 

@@ -7,9 +7,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import unittest
 import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from fifo_reader import fifo_reader  # noqa: E402
 
 TFPIN = os.environ.get("TFPIN_EXE", "tfpin")
 CORES = len(os.sched_getaffinity(0))
@@ -246,22 +248,10 @@ class BadArguments(unittest.TestCase):
         # The early check opens nothing: a FIFO's reader sees one writer, who writes the whole SVG.
         with tempfile.TemporaryDirectory() as tmp:
             fifo = os.path.join(tmp, "plot.fifo")
-            os.mkfifo(fifo)
-            got = []
-
-            def read_once():
-                with open(fifo, "rb") as f:
-                    got.append(f.read())
-            reader = threading.Thread(target=read_once)
-            reader.start()
-            try:
+            with fifo_reader(fifo) as got:
                 r = tfpin("tune", "--model", "alexnet", "--batch_sizes", "1", "--threads", "1",
                           "--num_batches", "1", "--num_warmup_batches", "0", "--forward_only",
                           "--plot", fifo, timeout=120)
-            finally:
-                if reader.is_alive():  # no writer came: let the reader go
-                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-                reader.join(10)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(ET.fromstring(got[0]).tag, SVG + "svg")
 
