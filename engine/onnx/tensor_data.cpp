@@ -1,19 +1,26 @@
 // Initializer and Constant contents: float32 and int64 TensorProtos, inline (typed fields or
 // raw_data, little-endian) or in an external data file next to the model. External files must stay
 // inside the model's folder: a model is data, and must not read whatever file its author names.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "importer.hpp"
+#include "tfpin/file_descriptor.hpp"
 
 namespace tfpin::engine::onnx_import {
 
@@ -27,6 +34,87 @@ constexpr std::int64_t max_elements = std::int64_t{1} << 36;
 
 [[noreturn]] void fail(const std::string& message) {
   throw ImportError(StatusCode::invalid_argument, message);
+}
+
+
+
+// `location` opened for reading beneath the model's folder, one component at a time from the
+// folder's descriptor with O_NOFOLLOW: nothing swapped in while the model loads (a link to
+// another file, a FIFO) is followed or waited on. Links are read and walked the same way: only
+// relative ones that stay inside the folder. Hidden names (".ssh/id_rsa" for a model in a home
+// folder) are refused: no exporter writes weights there, and a model is data from elsewhere.
+FileDescriptor open_beneath(const std::string& model_dir, const std::string& location,
+                            const std::string& what) {
+  std::vector<FileDescriptor> chain;  // the folder, then each directory walked into
+  chain.emplace_back(::open(model_dir.empty() ? "." : model_dir.c_str(),
+                            O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (chain.back().get() < 0) {
+    fail(fmt::format("{}: cannot open the model's folder: {}", what, std::strerror(errno)));
+  }
+  std::vector<std::string> todo;
+  push_path_components(location, todo);
+  int links = 0;
+  while (!todo.empty()) {
+    const std::string part = std::move(todo.back());
+    todo.pop_back();
+    if (part == ".") continue;
+    if (part == "..") {
+      if (chain.size() == 1) {
+        fail(fmt::format("{}: external data location '{}' leads outside the model's folder "
+                         "through a link",
+                         what, location));
+      }
+      chain.pop_back();
+      continue;
+    }
+    if (part.front() == '.') {
+      fail(fmt::format("{}: external data location '{}' names a hidden file or folder ('{}'); "
+                       "tfpin reads no hidden file for a model",
+                       what, location, part));
+    }
+    const int at = chain.back().get();
+    struct stat st {};
+    if (::fstatat(at, part.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      fail(fmt::format("{}: external data file '{}' cannot be opened: {}", what, location,
+                       std::strerror(errno)));
+    }
+    if (S_ISLNK(st.st_mode)) {
+      char target[4096];
+      const ssize_t n = ::readlinkat(at, part.c_str(), target, sizeof target);
+      if (++links > 40 || n <= 0 || static_cast<std::size_t>(n) == sizeof target) {
+        fail(fmt::format("{}: external data location '{}': too many or too long links", what,
+                         location));
+      }
+      const std::string_view to(target, static_cast<std::size_t>(n));
+      if (to.front() == '/') {
+        fail(fmt::format("{}: external data location '{}' goes through a link to {}: links are "
+                         "followed only when relative and inside the model's folder",
+                         what, location, to));
+      }
+      push_path_components(to, todo);
+      continue;
+    }
+    if (todo.empty()) {
+      // O_NONBLOCK: a FIFO swapped in after the check above is opened without waiting, then
+      // refused by its type.
+      FileDescriptor file(::openat(at, part.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+      if (file.get() < 0 || ::fstat(file.get(), &st) != 0) {
+        fail(fmt::format("{}: external data file '{}' cannot be opened: {}", what, location,
+                         std::strerror(errno)));
+      }
+      if (!S_ISREG(st.st_mode)) {
+        fail(fmt::format("{}: external data '{}' is not a regular file", what, location));
+      }
+      return file;
+    }
+    FileDescriptor next(::openat(at, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (next.get() < 0) {
+      fail(fmt::format("{}: external data file '{}' cannot be opened: {}", what, location,
+                       std::strerror(errno)));
+    }
+    chain.push_back(std::move(next));
+  }
+  fail(fmt::format("{}: external data '{}' is not a regular file", what, location));
 }
 
 // The external file's bytes [offset, offset + length) for `what`.
@@ -54,6 +142,12 @@ std::string read_external(const onnx::TensorProto& tensor, const std::string& mo
     }
   }
   if (location.empty()) fail(fmt::format("{}: external data without a location", what));
+  if (location.find('\0') != std::string::npos) {
+    // Shown whole: the message travels as a C string (what()), which would end at the NUL.
+    std::string shown;
+    for (const char c : location) shown += c == '\0' ? std::string("\\x00") : std::string(1, c);
+    fail(fmt::format("{}: external data location '{}' holds a NUL byte", what, shown));
+  }
   const fs::path relative(location);
   if (relative.is_absolute()) {
     fail(fmt::format("{}: external data location '{}' is absolute; it must be a file inside the "
@@ -66,27 +160,12 @@ std::string read_external(const onnx::TensorProto& tensor, const std::string& mo
                        location));
     }
   }
-  std::error_code ec;
-  const fs::path folder = fs::canonical(model_dir.empty() ? "." : model_dir, ec);
-  if (ec) fail(fmt::format("{}: cannot resolve the model's folder: {}", what, ec.message()));
-  const fs::path file = fs::canonical(folder / relative, ec);
-  if (ec) {
-    fail(fmt::format("{}: external data file '{}' cannot be opened: {}", what, location,
-                     ec.message()));
+  const FileDescriptor file = open_beneath(model_dir, location, what);
+  struct stat st {};
+  if (::fstat(file.get(), &st) != 0) {
+    fail(fmt::format("{}: external data '{}': {}", what, location, std::strerror(errno)));
   }
-  // A symbolic link may not lead outside either.
-  const auto [folder_end, file_it] = std::mismatch(folder.begin(), folder.end(), file.begin(),
-                                                   file.end());
-  (void)file_it;
-  if (folder_end != folder.end()) {
-    fail(fmt::format("{}: external data location '{}' resolves to {}, outside the model's folder",
-                     what, location, file.string()));
-  }
-  if (!fs::is_regular_file(file, ec)) {
-    fail(fmt::format("{}: external data '{}' is not a regular file", what, location));
-  }
-  const std::uint64_t size = fs::file_size(file, ec);
-  if (ec) fail(fmt::format("{}: external data '{}': {}", what, location, ec.message()));
+  const auto size = static_cast<std::uint64_t>(st.st_size);
   const std::uint64_t bytes = length.value_or(size >= offset ? size - offset : 0);
   if (bytes != expected_bytes) {
     fail(fmt::format("{}: external data holds {} bytes where its shape needs {}", what, bytes,
@@ -96,11 +175,16 @@ std::string read_external(const onnx::TensorProto& tensor, const std::string& mo
     fail(fmt::format("{}: external data [{}, +{}) is beyond the end of '{}' ({} bytes)", what,
                      offset, bytes, location, size));
   }
-  std::ifstream in(file, std::ios::binary);
+  // From the descriptor that was checked: what is read is what was opened.
   std::string data(bytes, '\0');
-  in.seekg(static_cast<std::streamoff>(offset));
-  in.read(data.data(), static_cast<std::streamsize>(bytes));
-  if (!in) fail(fmt::format("{}: reading external data '{}' failed", what, location));
+  std::uint64_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(file.get(), data.data() + done, bytes - done,
+                              static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(fmt::format("{}: reading external data '{}' failed", what, location));
+    done += static_cast<std::uint64_t>(n);
+  }
   return data;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tfpin/error.hpp"
+#include "tfpin/file_descriptor.hpp"
 
 extern char** environ;  // NOLINT
 
@@ -40,27 +41,6 @@ std::uint64_t fnv1a(std::string_view text) {
   return hash;
 }
 
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int fd = -1) : fd_(fd) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  FileDescriptor(FileDescriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
-    if (this != &other) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  [[nodiscard]] int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // The whole of a small file; nullopt when it cannot be read.
 std::optional<std::string> read_all(int fd, std::size_t limit) {
@@ -253,17 +233,6 @@ std::string joined(const std::vector<std::string>& names) {
   return path.empty() ? "/" : path;
 }
 
-void push_components(std::string_view path, std::vector<std::string>& todo) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (start <= path.size()) {
-    std::size_t end = path.find('/', start);
-    if (end == std::string_view::npos) end = path.size();
-    if (end > start) parts.emplace_back(path.substr(start, end - start));
-    start = end + 1;
-  }
-  todo.insert(todo.end(), parts.rbegin(), parts.rend());  // the next one last
-}
 
 // Every directory passed through (and "/") must pass describe_ancestor; the last one must belong
 // to `owner` exactly (describe_owner). Symbolic links are followed only from such directories
@@ -285,7 +254,7 @@ CacheDirectory open_cache_directory(const std::string& path, uid_t owner) {
   if (out.why = describe_ancestor(st, owner, "/"); !out.why.empty()) return out;
 
   std::vector<std::string> todo;
-  push_components(path, todo);
+  push_path_components(path, todo);
   int links = 0;
   while (!todo.empty()) {
     std::string part = std::move(todo.back());
@@ -326,7 +295,7 @@ CacheDirectory open_cache_directory(const std::string& path, uid_t owner) {
         chain.resize(1);
         names.clear();
       }
-      push_components(std::string_view(target, static_cast<std::size_t>(n)), todo);
+      push_path_components(std::string_view(target, static_cast<std::size_t>(n)), todo);
       continue;
     }
     FileDescriptor next(::openat(at, part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));

@@ -101,6 +101,20 @@ def npy_header(descr, shape, fortran=False, version=1):
     return b"\x93NUMPY" + bytes([version, 0]) + size + header.encode("latin-1")
 
 
+# Exchanges FOLDER/w.bin with the link, then with the FIFO, for ever (renameat2 RENAME_EXCHANGE:
+# the name always exists).
+SWAPPER = """
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+folder = sys.argv[1].encode()
+w = os.path.join(folder, b"w.bin")
+while True:
+    for other in (b"link.bin", b"fifo.bin"):
+        for _ in range(2):
+            libc.renameat2(-100, w, -100, os.path.join(folder, other), 2)
+"""
+
+
 class Hostile(unittest.TestCase):
     def setUp(self):
         self._tmp = tempfile.TemporaryDirectory(prefix="tfpin-hostile-")
@@ -388,7 +402,11 @@ class Hostile(unittest.TestCase):
         folder.mkdir()
         (folder / "w.bin").symlink_to(outside)
         model = self.external_model(folder, "w.bin")
-        self.refused(model, ["initializer 'w'", "w.bin", "outside the model's folder"])
+        self.refused(model, ["initializer 'w'", "w.bin", str(outside),
+                             "links are followed only when relative and inside the model's folder"])
+        (folder / "w.bin").unlink()
+        (folder / "w.bin").symlink_to("../secret.bin")
+        self.refused(model, ["initializer 'w'", "w.bin", "leads outside the model's folder through a link"])
 
     def test_external_data_symlinked_folder_outside(self):
         outside = self.tmp / "elsewhere"
@@ -398,7 +416,69 @@ class Hostile(unittest.TestCase):
         folder.mkdir()
         (folder / "data").symlink_to(outside)
         model = self.external_model(folder, "data/w.bin")
-        self.refused(model, ["initializer 'w'", "data/w.bin", "outside the model's folder"])
+        self.refused(model, ["initializer 'w'", "data/w.bin", "relative and inside the model's folder"])
+
+    def test_external_data_relative_link_inside_the_folder_runs(self):
+        folder = self.tmp / "m"
+        (folder / "store").mkdir(parents=True)
+        (folder / "store" / "weights.bin").write_bytes(W.tobytes())
+        (folder / "data").mkdir()
+        (folder / "data" / "w.bin").symlink_to("../store/weights.bin")
+        proc = self.infer(self.external_model(folder, "data/w.bin"))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+
+    def test_external_data_hidden_names_are_not_read(self):
+        # A model in a home folder must not read ~/.ssh/id_rsa (here: bytes of the right size).
+        folder = self.tmp / "home"
+        (folder / ".ssh").mkdir(parents=True)
+        (folder / ".ssh" / "id_rsa").write_bytes(W.tobytes())
+        (folder / ".w.bin").write_bytes(W.tobytes())
+        for location in (".ssh/id_rsa", ".w.bin", "./.w.bin"):
+            with self.subTest(location):
+                self.refused(self.external_model(folder, location),
+                             ["initializer 'w'", location, "hidden file or folder"])
+        (folder / "w.bin").symlink_to(".ssh/id_rsa")
+        self.refused(self.external_model(folder, "w.bin"), ["w.bin", "('.ssh')", "hidden"])
+
+    def test_external_data_location_with_a_nul_byte(self):
+        folder = self.tmp / "m"
+        folder.mkdir()
+        (folder / "w.bin").write_bytes(W.tobytes())
+        self.refused(self.external_model(folder, "w.bin\0../../etc/passwd"),
+                     ["initializer 'w'", "w.bin\\x00../../etc/passwd", "holds a NUL byte"])
+
+    def test_external_data_swapped_while_loading(self):
+        """Another process exchanges the data file with a link to an outside file, then with a
+        FIFO, over and over, while the model loads: every run reads the inside bytes or refuses,
+        none reads the outside file, none hangs (60 runs)."""
+        folder = self.tmp / "m"
+        folder.mkdir()
+        inside = W.tobytes()
+        outside = self.tmp / "secret.bin"
+        outside.write_bytes((W + 100).tobytes())
+        (folder / "real.bin").write_bytes(inside)
+        (folder / "link.bin").symlink_to(outside)
+        os.mkfifo(folder / "fifo.bin")
+        (folder / "w.bin").write_bytes(inside)
+        model = self.external_model(folder, "w.bin")
+        out = self.outdir / "y.npy"
+        self.assertEqual(self.infer(model, outputs=[out]).returncode, 0)
+        expected = np.load(out)  # from the inside bytes, before any swap
+        out.unlink()
+        swapper = subprocess.Popen([sys.executable, "-c", SWAPPER, str(folder)])
+        try:
+            outside_results = 0
+            for _ in range(60):
+                proc = self.infer(model, outputs=[out])
+                if proc.returncode == 0:
+                    outside_results += int(not np.array_equal(np.load(out), expected))
+                    out.unlink()
+                else:
+                    self.assertEqual(proc.returncode, 2, proc.stderr)
+        finally:
+            swapper.kill()
+            swapper.wait()
+        self.assertEqual(outside_results, 0, "runs that read the file outside the model's folder")
 
     def test_external_data_missing_file(self):
         model = self.external_model(self.tmp / "m", "nowhere.bin")
