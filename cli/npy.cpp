@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <charconv>
@@ -15,10 +16,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "tfpin/error.hpp"
 
@@ -156,27 +158,44 @@ std::string dtype_meaning(const std::string& descr) {
 
 }  // namespace
 
-engine::HostTensor parse_npy(std::string_view bytes, const std::string& what) {
-  static_assert(std::endian::native == std::endian::little, "the data is read in place");
+namespace {
+
+// What a header says: where the data starts, how many bytes it must hold, and as what.
+struct NpyHeader {
+  std::size_t data_start = 0;
+  std::size_t data_bytes = 0;
+  std::vector<std::int64_t> dims;
+  std::string descr;
+  bool is_float = false;
+  bool is_int64 = false;
+};
+
+// The length of the magic, version and header-length fields, and the header's length, from the
+// first 12 bytes (fewer: a short file, refused).
+std::pair<std::size_t, std::size_t> npy_header_span(std::string_view bytes, const std::string& what) {
   if (bytes.size() < 10 || bytes.substr(0, magic.size()) != magic) {
     bad(what, "not a NumPy .npy file (no \\x93NUMPY magic)");
   }
   const auto major = static_cast<unsigned char>(bytes[6]);
-  std::size_t header_length = 0;
-  std::size_t header_start = 0;
   if (major == 1) {
-    header_length = static_cast<unsigned char>(bytes[8]) |
-                    static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8;
-    header_start = 10;
-  } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) bad(what, "truncated header");
-    for (int i = 3; i >= 0; --i) {
-      header_length = header_length << 8 | static_cast<unsigned char>(bytes[8 + static_cast<std::size_t>(i)]);
-    }
-    header_start = 12;
-  } else {
-    bad(what, fmt::format(".npy format version {} (1, 2 and 3 are known)", major));
+    return {10, static_cast<unsigned char>(bytes[8]) |
+                    static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8};
   }
+  if (major == 2 || major == 3) {
+    if (bytes.size() < 12) bad(what, "truncated header");
+    std::size_t header_length = 0;
+    for (int i = 3; i >= 0; --i) {
+      header_length =
+          header_length << 8 | static_cast<unsigned char>(bytes[8 + static_cast<std::size_t>(i)]);
+    }
+    return {12, header_length};
+  }
+  bad(what, fmt::format(".npy format version {} (1, 2 and 3 are known)", major));
+}
+
+// The header of `bytes`, which hold at least the whole header (the data may be cut short).
+NpyHeader parse_npy_header(std::string_view bytes, const std::string& what) {
+  const auto [header_start, header_length] = npy_header_span(bytes, what);
   if (header_length > bytes.size() - header_start) {
     bad(what, fmt::format("truncated: the header says {} bytes, the file has {} after it",
                           header_length, bytes.size() - header_start));
@@ -186,47 +205,78 @@ engine::HostTensor parse_npy(std::string_view bytes, const std::string& what) {
   if (!entries.descr || !entries.fortran_order || !entries.shape) {
     bad(what, "the header lacks descr, fortran_order or shape");
   }
-  const std::string& descr = *entries.descr;
-  const bool is_float = descr == "<f4" || descr == "=f4";
-  const bool is_int64 = descr == "<i8" || descr == "=i8";
+  NpyHeader header;
+  header.descr = *entries.descr;
+  const std::string& descr = header.descr;
+  header.is_float = descr == "<f4" || descr == "=f4";
+  header.is_int64 = descr == "<i8" || descr == "=i8";
   const bool is_bool = descr == "|b1";
-  if (!is_float && !is_int64 && !is_bool) {
+  if (!header.is_float && !header.is_int64 && !is_bool) {
     bad(what, fmt::format("dtype '{}'{}; tfpin reads float32 ('<f4': numpy.float32, "
                           "e.g. array.astype(numpy.float32)), and int64 or bool for inputs that "
                           "are shapes, axes or flags",
                           descr, dtype_meaning(descr)));
   }
-  const std::size_t element_bytes = is_float ? 4 : is_int64 ? 8 : 1;
+  const std::size_t element_bytes = header.is_float ? 4 : header.is_int64 ? 8 : 1;
   if (*entries.fortran_order) {
     bad(what, "Fortran order; tfpin reads C order (numpy.ascontiguousarray)");
   }
-  engine::HostTensor out;
-  out.dims = *entries.shape;
+  header.dims = *entries.shape;
   std::int64_t elements = 1;
-  for (std::int64_t d : out.dims) {
+  for (std::int64_t d : header.dims) {
     if (d != 0 && elements > max_elements / d) {
-      bad(what, fmt::format("shape ({}) has more than 2^34 elements", fmt::join(out.dims, ", ")));
+      bad(what,
+          fmt::format("shape ({}) has more than 2^34 elements", fmt::join(header.dims, ", ")));
     }
     elements *= d;
   }
-  const std::size_t data_start = header_start + header_length;
-  const auto data_bytes = static_cast<std::size_t>(elements) * element_bytes;
-  if (bytes.size() - data_start != data_bytes) {
-    bad(what, fmt::format("holds {} data bytes where shape ({}) of {} needs {}{}",
-                          bytes.size() - data_start, fmt::join(out.dims, ", "), descr, data_bytes,
-                          bytes.size() - data_start < data_bytes ? " (truncated)" : ""));
+  header.data_start = header_start + header_length;
+  header.data_bytes = static_cast<std::size_t>(elements) * element_bytes;
+  return header;
+}
+
+// Appends up to `count` bytes of `in` to `bytes`, a MiB at a time: a file that claims more than
+// it holds costs what it holds.
+void read_more(std::istream& in, std::string& bytes, std::size_t count) {
+  constexpr std::size_t step = std::size_t{1} << 20;
+  while (count > 0) {
+    const std::size_t chunk = std::min(count, step);
+    const std::size_t old = bytes.size();
+    bytes.resize(old + chunk);
+    in.read(bytes.data() + old, static_cast<std::streamsize>(chunk));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    bytes.resize(old + got);
+    if (got < chunk) return;
+    count -= got;
   }
-  const char* data = bytes.data() + data_start;
-  if (is_float) {
-    out.data.resize(static_cast<std::size_t>(elements));
+}
+
+}  // namespace
+
+engine::HostTensor parse_npy(std::string_view bytes, const std::string& what) {
+  static_assert(std::endian::native == std::endian::little, "the data is read in place");
+  const NpyHeader header = parse_npy_header(bytes, what);
+  const std::size_t data_bytes = header.data_bytes;
+  const std::size_t held = bytes.size() - header.data_start;
+  if (held != data_bytes) {
+    bad(what, fmt::format("holds {} data bytes where shape ({}) of {} needs {}{}", held,
+                          fmt::join(header.dims, ", "), header.descr, data_bytes,
+                          held < data_bytes ? " (truncated)" : ""));
+  }
+  engine::HostTensor out;
+  out.dims = header.dims;
+  const char* data = bytes.data() + header.data_start;
+  if (header.is_float) {
+    out.data.resize(data_bytes / sizeof(float));
     if (data_bytes > 0) std::memcpy(out.data.data(), data, data_bytes);
     return out;
   }
   out.integer = true;
-  out.ints.resize(static_cast<std::size_t>(elements));
-  if (is_int64) {
+  if (header.is_int64) {
+    out.ints.resize(data_bytes / sizeof(std::int64_t));
     if (data_bytes > 0) std::memcpy(out.ints.data(), data, data_bytes);
   } else {
+    out.ints.resize(data_bytes);
     for (std::size_t i = 0; i < out.ints.size(); ++i) out.ints[i] = data[i] != 0 ? 1 : 0;
   }
   return out;
@@ -238,8 +288,30 @@ engine::HostTensor read_npy(const std::string& path) {
   // Reading a directory opened as a file throws from inside the stream: say what it is instead.
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) bad(path, "a directory, not a .npy file");
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // The header first, then the data it declares and at most 64 KiB more (to say how much there
+  // is): --input /dev/zero or a file far larger than its shape is refused without reading it all.
+  constexpr std::size_t max_header = std::size_t{1} << 20;
+  std::string bytes;
+  read_more(in, bytes, 12);
   if (in.bad()) bad(path, "read error");
+  const auto [prefix, header_length] = npy_header_span(bytes, path);
+  const std::size_t header_end = prefix + std::min(header_length, max_header);
+  if (bytes.size() < header_end) read_more(in, bytes, header_end - bytes.size());
+  // (A shorter file is refused as truncated by parse_npy_header.)
+  if (header_length > max_header && bytes.size() == header_end) {
+    bad(path, fmt::format("a header of {} bytes (tfpin reads headers up to {})", header_length,
+                          max_header));
+  }
+  const NpyHeader header = parse_npy_header(bytes, path);
+  constexpr std::size_t slack = std::size_t{64} << 10;
+  const std::size_t wanted = header.data_start + header.data_bytes + slack;
+  if (bytes.size() < wanted) read_more(in, bytes, wanted - bytes.size());
+  if (in.bad()) bad(path, "read error");
+  if (bytes.size() == wanted && in.peek() != std::char_traits<char>::eof()) {
+    bad(path, fmt::format("holds more than {} data bytes where shape ({}) of {} needs {}",
+                          header.data_bytes + slack, fmt::join(header.dims, ", "), header.descr,
+                          header.data_bytes));
+  }
   return parse_npy(bytes, path);
 }
 

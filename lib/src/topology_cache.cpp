@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "tfpin/cpulist.hpp"
 #include "tfpin/error.hpp"
 #include "tfpin/file_descriptor.hpp"
 
@@ -119,6 +120,27 @@ bool number(std::string_view& line, Number& value) {
   return ec == std::errc{} && ptr == word.data() + word.size();
 }
 
+// The first list of the key's part `name` ("cpus=0-3/0-3/0-3": the possible CPUs), or nullopt
+// when the key has no such part or it is not a list (a test's key, "?" where sysfs had none).
+std::optional<std::vector<unsigned>> key_list(std::string_view key, std::string_view name) {
+  std::size_t at = 0;
+  while (at <= key.size()) {
+    std::size_t end = key.find(';', at);
+    if (end == std::string_view::npos) end = key.size();
+    const std::string_view part = key.substr(at, end - at);
+    if (part.starts_with(name) && part.size() > name.size() && part[name.size()] == '=') {
+      const std::string_view lists = part.substr(name.size() + 1);
+      try {
+        return parse_cpulist(lists.substr(0, lists.find('/')));
+      } catch (const Error&) {
+        return std::nullopt;
+      }
+    }
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
 std::optional<Topology> decode_body(std::string_view body, std::string_view key, std::string& why) {
   Lines lines(body);
   std::string_view line;
@@ -141,6 +163,13 @@ std::optional<Topology> decode_body(std::string_view body, std::string_view key,
     why = "bad package count";
     return std::nullopt;
   }
+  // What the key says the machine may have: the data must not contradict it.
+  const std::optional<std::vector<unsigned>> key_cpus = key_list(key, "cpus");
+  const std::optional<std::vector<unsigned>> key_nodes = key_list(key, "nodes");
+  const std::set<unsigned> possible_cpus = key_cpus ? std::set<unsigned>(key_cpus->begin(), key_cpus->end())
+                                                    : std::set<unsigned>{};
+  const std::set<unsigned> possible_nodes =
+      key_nodes ? std::set<unsigned>(key_nodes->begin(), key_nodes->end()) : std::set<unsigned>{};
   std::vector<NumaNode> numa_nodes;
   std::vector<Core> cores;
   std::set<unsigned> numa_ids;
@@ -157,6 +186,11 @@ std::optional<Topology> decode_body(std::string_view body, std::string_view key,
         why = "bad NUMA node line";
         return std::nullopt;
       }
+      if (key_nodes && possible_nodes.count(node.os_index) == 0) {
+        why = fmt::format("NUMA node {} is not among the key's possible nodes ({})", node.os_index,
+                          format_cpulist(*key_nodes));
+        return std::nullopt;
+      }
       numa_nodes.push_back(node);
     } else if (word == "core") {
       Core core;
@@ -165,10 +199,24 @@ std::optional<Topology> decode_body(std::string_view body, std::string_view key,
         why = "bad core line";
         return std::nullopt;
       }
+      if (numa_ids.count(core.numa) == 0) {
+        why = fmt::format("a core on NUMA node {}, which the file does not declare", core.numa);
+        return std::nullopt;
+      }
       while (!line.empty()) {
         unsigned pu = 0;
         if (!number(line, pu) || !pus.insert(pu).second) {
           why = "bad hardware thread list";
+          return std::nullopt;
+        }
+        if (pu > max_cpu_index) {
+          why = fmt::format("hardware thread {} is beyond the CPUs tfpin can name (0-{})", pu,
+                            max_cpu_index);
+          return std::nullopt;
+        }
+        if (key_cpus && possible_cpus.count(pu) == 0) {
+          why = fmt::format("hardware thread {} is not among the key's possible CPUs ({})", pu,
+                            format_cpulist(*key_cpus));
           return std::nullopt;
         }
         core.pus.push_back(pu);

@@ -1,6 +1,7 @@
 // The node's topology cache (tfpin/topology_cache.hpp): what it stores gives the same plans as the
 // hwloc load it replaces, and a file that is damaged, foreign, stale or not root's is never used.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <linux/fs.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 
 #include <csignal>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -56,7 +58,7 @@ std::vector<std::string> plans(const Topology& topology) {
     }
   }
   tfpin::PlacementRequest half;
-  half.threads = cores / 2;
+  half.threads = std::max(1U, cores / 2);
   half.allowed = std::vector<unsigned>(topology.cores()[0].pus);
   for (std::size_t i = 1; i < cores; i += 2) half.allowed->push_back(topology.cores()[i].pus[0]);
   half.clamp = true;
@@ -78,6 +80,15 @@ void expect_same_machine(const Topology& a, const Topology& b) {
     EXPECT_EQ(a.numa_nodes()[i].local_memory, b.numa_nodes()[i].local_memory);
   }
   EXPECT_EQ(a.package_count(), b.package_count());
+}
+
+Topology same_threads_in_one_core(const Topology& machine) {
+  tfpin::Core core = machine.cores()[0];
+  for (std::size_t i = 1; i < machine.cores().size(); ++i) {
+    const auto& pus = machine.cores()[i].pus;
+    core.pus.insert(core.pus.end(), pus.begin(), pus.end());
+  }
+  return Topology({core}, machine.numa_nodes(), machine.package_count() + 1, "other");
 }
 
 std::optional<Topology> decode(const std::string& text, const std::string& key) {
@@ -152,6 +163,42 @@ TEST(TopologyCache, InconsistentDataIsRefusedEvenWithItsChecksum) {
   EXPECT_FALSE(tfpin::decode_topology(tfpin::seal_topology_text(body + "numa 1 0\n"), "k", why));
 }
 
+// The key names the machine's possible CPUs and NUMA nodes: a sealed body that contradicts it (a
+// core on an undeclared node, a hardware thread the key does not have, one beyond any CPU tfpin
+// can name) is refused.
+TEST(TopologyCache, DataThatContradictsTheKeyIsRefused) {
+  const std::string key = "format=1;cpus=0-3/0-3/0-3;nodes=0/0";
+  const std::string head = "tfpin-topology-cache 1\nkey " + key + "\npackages 1\nnuma 0 0\n";
+  std::string why;
+  ASSERT_TRUE(tfpin::decode_topology(tfpin::seal_topology_text(head + "core 0 0 0 0 1\ncore 1 0 0 2 3\n"),
+                                     key, why))
+      << why;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"core 0 0 1 0\n", "a core on NUMA node 1, which the file does not declare"},
+      {"core 0 0 0 4294967295\n", "hardware thread 4294967295"},
+      {"core 0 0 0 4\n", "hardware thread 4 is not among the key's possible CPUs (0-3)"},
+  };
+  for (const auto& [lines, says] : bad) {
+    EXPECT_FALSE(tfpin::decode_topology(tfpin::seal_topology_text(head + lines), key, why)) << lines;
+    EXPECT_NE(why.find(says), std::string::npos) << why;
+  }
+  const std::string two_nodes = "tfpin-topology-cache 1\nkey " + key +
+                                "\npackages 1\nnuma 0 0\nnuma 1 0\ncore 0 0 1 0\n";
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::seal_topology_text(two_nodes), key, why));
+  EXPECT_NE(why.find("NUMA node 1 is not among the key's possible nodes (0)"), std::string::npos)
+      << why;
+  // 699,999 cores of one thread each: far more than the key's CPUs.
+  std::string many = head;
+  for (unsigned i = 0; i < 699999; ++i) many += fmt::format("core {} 0 0 {}\n", i, i);
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::seal_topology_text(many), key, why));
+  // Without CPU and node lists in the key (a test's key), the thread still has to be one tfpin
+  // can name.
+  const std::string bare = "tfpin-topology-cache 1\nkey k\npackages 1\nnuma 0 0\n";
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::seal_topology_text(bare + "core 0 0 0 4294967295\n"),
+                                      "k", why));
+  EXPECT_FALSE(tfpin::decode_topology(tfpin::seal_topology_text(bare + "core 0 0 1 0\n"), "k", why));
+}
+
 // load_host_topology against a directory of this test's own, with a "live" load that is a fixture
 // machine (hwloc's answer for this host) and a file that describes another machine: whenever the
 // file must not be trusted, the result is the live machine and its plans, with one warning.
@@ -193,8 +240,11 @@ class CacheDirectory : public ::testing::Test {
   std::string dir_;
   tfpin::TopologyCacheOptions options_;
   std::optional<std::string> key_ = tfpin::host_topology_key();
-  Topology live_ = Topology::xml_file(fixture("skylake-2x20.xml"));
-  Topology other_ = Topology::xml_file(fixture("broadwell-2x18-ht.xml"));
+  // The files are keyed by this host's CPUs and NUMA nodes, which their data must not contradict:
+  // the live machine is this host's, the other one the same hardware threads in one core of one
+  // more package.
+  Topology live_ = Topology::host();
+  Topology other_ = same_threads_in_one_core(live_);
   int live_loads_ = 0;
 };
 

@@ -633,6 +633,16 @@ class Hostile(unittest.TestCase):
         self.refused(self.save(conv_relu_model()), ["xx.npy", "holds 772 data bytes", "needs 768"],
                      inputs=[x])
 
+    def test_input_far_larger_than_its_shape_is_not_read_whole(self):
+        # Read the header, then the declared data and a little more: never the whole input.
+        model = self.save(conv_relu_model())
+        self.refused(model, ["/dev/zero", "not a NumPy .npy file"], inputs=["/dev/zero"])
+        big = self.write("xbig.npy", self.x.read_bytes())
+        with open(big, "r+b") as f:
+            f.truncate(8 << 30)  # sparse: 8 GiB that the old reader read into memory
+        self.refused(model, ["xbig.npy", "holds more than 66304 data bytes", "needs 768"],
+                     inputs=[big])
+
     def test_input_truncated_header(self):
         whole = self.x.read_bytes()
         model = self.save(conv_relu_model())
