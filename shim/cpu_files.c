@@ -203,19 +203,51 @@ static void fd_link(int fd, char* link) {
   link[at] = '\0';
 }
 
-// dirfd's path + "/" + path in out (NUL-terminated); false when it does not fit or dirfd has no
-// path.
-static bool absolute_path(int dirfd, const char* path, char* out, size_t size) {
-  char link[40] = "/proc/self/cwd";
-  if (dirfd != AT_FDCWD) fd_link(dirfd, link);
+// A path whose spelling alone says which file of the view it is: absolute, under a directory of
+// the view, without "//", "/./" or "/../" (classify's string comparison is then the kernel's
+// answer, at no cost).
+static bool plain_view_path(const char* path) {
+  if (!starts_with(path, k_cpu_dir) && !starts_with(path, k_node_dir) &&
+      strcmp(path, "/proc/cpuinfo") != 0 && strcmp(path, "/proc/stat") != 0)
+    return false;
+  for (const char* p = path; *p != '\0'; ++p) {
+    if (p[0] != '/') continue;
+    if (p[1] == '/') return false;
+    if (p[1] == '.' && (p[2] == '/' || p[2] == '\0')) return false;
+    if (p[1] == '.' && p[2] == '.' && (p[3] == '/' || p[3] == '\0')) return false;
+  }
+  return true;
+}
+
+// The file `path` (relative to dirfd) names as the kernel resolves it, every "..", "//" and link
+// included (/proc/self/root/sys/..., /proc/self/task/../../cpuinfo, ./online in the CPU
+// directory), in out relative to fsroot: one O_PATH open and one readlink. false when it does not
+// resolve (the real open then says why), does not fit, or lies outside fsroot.
+static bool resolved_path(const char* fsroot, int dirfd, const char* path, int flags, char* out,
+                          size_t size) {
+  char full[1024];
+  const char* target = path;
+  const size_t root = strlen(fsroot);
+  if (path[0] == '/' && root > 0) {
+    const size_t length = strlen(path);
+    if (root + length + 1 > sizeof full) return false;
+    memcpy(full, fsroot, root);
+    memcpy(full + root, path, length + 1);
+    target = full;
+  }
+  const int fd = sys_openat(dirfd, target, O_PATH | O_CLOEXEC | (flags & O_NOFOLLOW));
+  if (fd < 0) return false;
+  char link[40];
+  fd_link(fd, link);
   const long len = tf_raw_syscall6(SYS_readlinkat, AT_FDCWD, (long)(uintptr_t)link,
                                    (long)(uintptr_t)out, (long)size - 1, 0, 0);
+  sys_close(fd);
   if (len <= 0 || out[0] != '/') return false;
-  const size_t tail = strlen(path);
-  size_t at = (size_t)len;
-  if (at + 1 + tail + 1 > size) return false;
-  if (out[at - 1] != '/') out[at++] = '/';  // relative to "/" (hwloc's root directory descriptor)
-  memcpy(out + at, path, tail + 1);
+  out[len] = '\0';
+  if (root > 0) {
+    if (strncmp(out, fsroot, root) != 0 || out[root] != '/') return false;
+    memmove(out, out + root, (size_t)len - root + 1);
+  }
   return true;
 }
 
@@ -534,21 +566,25 @@ static int serve(const buffer* content, int flags) {
              F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
   char link[40];
   fd_link(memfd, link);
-  const int fd = sys_openat(AT_FDCWD, link, O_RDONLY | (flags & O_CLOEXEC));
+  // The caller's O_CLOEXEC and O_NONBLOCK (status flags a reader may rely on) are kept.
+  const int fd = sys_openat(AT_FDCWD, link, O_RDONLY | (flags & (O_CLOEXEC | O_NONBLOCK)));
   sys_close(memfd);
   return fd;
 }
 
 int cpu_view_open(const shim_plan* plan, const char* fsroot, int dirfd, const char* path,
                   int flags) {
-  if (path == NULL || (flags & O_ACCMODE) != O_RDONLY || (flags & (O_CREAT | O_TRUNC)) != 0)
+  // O_PATH is a handle, not a read: the real file's. Written or created files are never views.
+  if (path == NULL || (flags & O_PATH) != 0 || (flags & O_ACCMODE) != O_RDONLY ||
+      (flags & (O_CREAT | O_TRUNC)) != 0)
     return CPU_VIEW_PASS;
-  char absolute[1024];
+  char resolved[1024];
   const char* where = path;
-  if (path[0] != '/') {
-    if (!may_be_in_view(path) || !absolute_path(dirfd, path, absolute, sizeof absolute))
+  if (!plain_view_path(path)) {
+    if (!may_be_in_view(path) || !resolved_path(fsroot, dirfd, path, flags, resolved,
+                                                sizeof resolved))
       return CPU_VIEW_PASS;
-    where = absolute;
+    where = resolved;
   }
   const view_kind kind = classify(plan, where);
   if (kind == VIEW_PASS) return CPU_VIEW_PASS;
@@ -557,11 +593,9 @@ int cpu_view_open(const shim_plan* plan, const char* fsroot, int dirfd, const ch
   int fd = -EIO;
   if (build_view(plan, fsroot, kind, where, &content)) fd = serve(&content, flags);
   buffer_free(&content);
-  if (fd < 0) {
-    // The real file then: a view that cannot be built must not break the program.
-    return CPU_VIEW_PASS;
-  }
-  return fd;
+  // A view that cannot be built (memfd_create denied, no descriptor free) must not break the
+  // program: the real file then, counted.
+  return fd < 0 ? CPU_VIEW_FALLBACK : fd;
 }
 
 bool cpu_view_hides_entry(const shim_plan* plan, int dirfd, const char* name) {

@@ -20,11 +20,14 @@
 extern "C" {
 #endif
 
-// cpu_view_open's "not a file of the view": the caller opens the real file.
-enum { CPU_VIEW_PASS = -2 };
+// cpu_view_open's "not a file of the view": the caller opens the real file. CPU_VIEW_FALLBACK: a
+// file of the view whose view could not be built; the caller opens the real file too (and counts).
+enum { CPU_VIEW_PASS = -2, CPU_VIEW_FALLBACK = -3 };
 
-// For openat(dirfd, path, flags) (AT_FDCWD for open): a new read-only descriptor serving the view,
-// -1 with errno set, or CPU_VIEW_PASS (also when the view cannot be built: the real file then).
+// For openat(dirfd, path, flags) (AT_FDCWD for open): a new read-only descriptor serving the view
+// (with the caller's O_CLOEXEC and O_NONBLOCK), -1 with errno set, CPU_VIEW_PASS, or
+// CPU_VIEW_FALLBACK. The path is matched as the kernel resolves it ("//", "..", links such as
+// /proc/self/root); O_PATH opens always pass.
 // The view is built from the files under `fsroot` ("" = this machine; like hwloc's HWLOC_FSROOT,
 // a copy of another machine's /sys and /proc for tests).
 int cpu_view_open(const shim_plan* plan, const char* fsroot, int dirfd, const char* path,

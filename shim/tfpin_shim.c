@@ -148,7 +148,7 @@ static _Thread_local int tl_cpu TLS_IE;      // plan index this thread is pinned
 // Per-process counters (reset in a forked child).
 // threads_created is not a counter of its own: it is workers + others + unpinned.
 static atomic_ullong c_workers, c_others, c_unpinned, c_masters, c_teams_clamped,
-    c_setters_clamped, c_clipped, c_escapes, c_runtime_kept, c_cpu_views;
+    c_setters_clamped, c_clipped, c_escapes, c_runtime_kept, c_cpu_views, c_cpu_view_fallbacks;
 static atomic_int g_occupancy[TFPIN_MAX_CPUS];      // live pinned threads per plan index
 static atomic_int g_lane_masters[TFPIN_MAX_LANES];  // live masters per lane
 static atomic_uchar g_lane_used[TFPIN_MAX_LANES];
@@ -628,6 +628,11 @@ static int open_view(int dirfd, const char* path, int flags) {
   if (!cpu_files_on()) return CPU_VIEW_PASS;
   const int saved = errno;
   const int fd = cpu_view_open(&g_plan, "", dirfd, path, flags);
+  if (fd == CPU_VIEW_FALLBACK) {
+    count(&c_cpu_view_fallbacks);
+    errno = saved;
+    return CPU_VIEW_PASS;
+  }
   if (fd >= 0) {
     count(&c_cpu_views);
     errno = saved;
@@ -1214,7 +1219,7 @@ EXPORT void goto_set_num_threads(int n) {
 static void atfork_child(void) {
   atomic_ullong* counters[] = {&c_workers,       &c_others,          &c_unpinned, &c_masters,
                                &c_teams_clamped, &c_setters_clamped, &c_clipped,  &c_escapes,
-                               &c_runtime_kept,  &c_cpu_views};
+                               &c_runtime_kept,  &c_cpu_views,       &c_cpu_view_fallbacks};
   for (size_t i = 0; i < sizeof counters / sizeof counters[0]; ++i)
     atomic_store_explicit(counters[i], 0, memory_order_relaxed);
   for (unsigned i = 0; i < g_plan.ncpus; ++i)
@@ -1349,6 +1354,7 @@ __attribute__((destructor)) static void tfpin_shim_report(void) {
       {" escapes_refused=", &c_escapes},
       {" runtime_binds_kept=", &c_runtime_kept},
       {" cpu_file_views=", &c_cpu_views},
+      {" cpu_file_view_fallbacks=", &c_cpu_view_fallbacks},
   };
   for (size_t i = 0; i < sizeof fields / sizeof fields[0]; ++i) {
     ob_str(&o, fields[i].name);

@@ -251,4 +251,42 @@ TEST_F(CpuFileView, SiblingListsAndMasksKeepOnlyThePlansCpus) {
   EXPECT_EQ(view(*plan, "/proc/cpuinfo2"), "<pass>");
 }
 
+// A path is matched as the kernel resolves it: doubled slashes, "." and "..", a path relative to
+// a directory descriptor, a link to a file of the view; O_NOFOLLOW on such a link and O_PATH get
+// the real open.
+TEST_F(CpuFileView, PathsMatchAsTheKernelResolvesThem) {
+  std::set<unsigned> cpus;
+  const auto plan = plan_for(4, 2, &cpus);
+  const std::string listed = cpulist(cpus) + "\n";
+  EXPECT_EQ(view(*plan, "/sys/devices/system/cpu//online"), listed);
+  EXPECT_EQ(view(*plan, "/sys/devices/system/./cpu/online"), listed);
+  EXPECT_EQ(view(*plan, "/sys/devices/system/cpu/cpu0/../online"), listed);
+  const int dir = open((root_ / "sys/devices/system/cpu").c_str(), O_RDONLY | O_DIRECTORY);
+  ASSERT_GE(dir, 0);
+  for (const char* relative : {"online", "./online", "cpu0/../online"}) {
+    const int fd = cpu_view_open(plan.get(), root_.c_str(), dir, relative, O_RDONLY);
+    ASSERT_GE(fd, 0) << relative;
+    char text[256] = {};
+    EXPECT_GT(read(fd, text, sizeof text - 1), 0);
+    EXPECT_EQ(std::string(text), listed) << relative;
+    close(fd);
+  }
+  close(dir);
+  fs::create_directories(root_ / "links");
+  fs::create_symlink("../sys/devices/system/cpu/online", root_ / "links" / "online");
+  EXPECT_EQ(view(*plan, "/links/online"), listed);
+  EXPECT_EQ(cpu_view_open(plan.get(), root_.c_str(), AT_FDCWD, "/links/online",
+                          O_RDONLY | O_NOFOLLOW),
+            CPU_VIEW_PASS);  // the real open then fails with ELOOP
+  EXPECT_EQ(cpu_view_open(plan.get(), root_.c_str(), AT_FDCWD, "/sys/devices/system/cpu/online",
+                          O_RDONLY | O_PATH),
+            CPU_VIEW_PASS);
+  const int nonblocking = cpu_view_open(plan.get(), root_.c_str(), AT_FDCWD,
+                                        "/sys/devices/system/cpu/online", O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(nonblocking, 0);
+  EXPECT_NE(fcntl(nonblocking, F_GETFL) & O_NONBLOCK, 0);
+  close(nonblocking);
+  fs::remove_all(root_ / "links");
+}
+
 }  // namespace

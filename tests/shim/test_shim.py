@@ -9,6 +9,7 @@ SHIM_PROBE_BLAS, SHIM_OMP_PLUGIN, SHIM_CTOR_PLUGIN, SHIM_INTERPOSER, SHIM_PROBE_
 clang + libomp), TFPIN_EXE.
 Run one group: test_shim.py -v OpenMP; list the groups (test classes): test_shim.py --list-groups
 """
+import errno
 import json
 import os
 import re
@@ -330,6 +331,56 @@ class CpuFiles(unittest.TestCase):
         off = {"TFPIN_CPU_FILES": "0"}
         self.assertEqual(self.sh("cat /sys/devices/system/cpu/online", plan(f"{B}", 1, 1), env=off),
                          machine_online())
+
+
+    def test_paths_the_kernel_resolves_to_a_view_get_the_view(self):
+        one = plan(f"{B}", 1, 1)
+        for path in ("/proc/self/root/sys/devices/system/cpu/online",
+                     "/sys/devices/system/cpu//online", "/sys//devices/system/cpu/./online",
+                     f"/sys/devices/system/cpu/cpu{A}/../online",
+                     f"/sys/bus/cpu/devices/cpu{B}/../online"):  # ".." after a link: not lexical
+            with self.subTest(path=path):
+                self.assertEqual(self.sh(f"cat {path}", one), str(B))
+        self.assertEqual(self.sh("cd /sys/devices/system/cpu && cat ./online", one), str(B))
+        self.assertEqual(self.sh("grep -c ^processor /proc/self/task/../../cpuinfo", one), "1")
+        # A CPU outside the plan, through the bus's link to its directory.
+        self.assertEqual(self.sh(f"cat /sys/bus/cpu/devices/cpu{B}/online", plan(f"{A}", 1, 1)), "0")
+
+    def test_flags_keep_their_meaning(self):
+        code = ("import os, json\n"
+                "p = '/sys/devices/system/cpu/online'\n"
+                "fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)\n"
+                "nonblock = bool(os.get_blocking(fd) is False)\n"
+                "os.close(fd)\n"
+                "h = os.open(p, os.O_PATH)\n"
+                "try:\n"
+                "    os.read(h, 10); path_read = 'readable'\n"
+                "except OSError as e:\n"
+                "    path_read = e.errno\n"
+                "os.close(h)\n"
+                "print(json.dumps({'nonblock': nonblock, 'path_read': path_read}))\n")
+        got = last_json(run([PYTHON, "-c", code], plan_env=plan(f"{B}", 1, 1)).stdout)
+        self.assertEqual(got, {"nonblock": True, "path_read": errno.EBADF})
+
+    def test_a_view_that_cannot_be_built_is_the_real_file_counted(self):
+        # One descriptor free: memfd_create takes it and the view's reopen finds none, so the real
+        # file is opened (with the memfd closed again) and the report counts the fallback.
+        code = ("import os, resource\n"
+                "resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))\n"
+                "held = []\n"
+                "try:\n"
+                "    while True: held.append(os.open('/dev/null', os.O_RDONLY))\n"
+                "except OSError:\n"
+                "    os.close(held.pop())\n"
+                "fd = os.open('/sys/devices/system/cpu/online', os.O_RDONLY)\n"
+                "text = os.read(fd, 100).decode().strip()\n"
+                "os.close(fd)\n"
+                "for h in held: os.close(h)\n"
+                "print(text)\n")
+        p = run([PYTHON, "-c", code], plan_env=plan(f"{B}", 1, 1), env={"TFPIN_REPORT": "stderr"})
+        self.assertEqual(p.stdout.strip(), machine_online())
+        (report,) = reports(p.stderr).values()
+        self.assertEqual((report["cpu_file_view_fallbacks"], report["cpu_file_views"]), ("1", "0"))
 
 
 VALGRIND = shutil.which("valgrind")
