@@ -99,7 +99,15 @@ int InferCommand::operator()() const {
   engine::OnnxImportOptions options;
   for (const std::string& text : inputs) {
     const Binding b = binding("--input", text);
-    options.given_inputs.push_back({b.name, read_npy(b.path)});
+    try {
+      options.given_inputs.push_back({b.name, read_npy(b.path)});
+    } catch (const Error& e) {
+      // The file's own message (it names the file and what is wrong), with the option and what
+      // is valid.
+      usage_error(fmt::format("--input {}: {} (valid: a NumPy .npy file of float32, or of int64 "
+                              "or bool for inputs that are shapes, axes or flags)",
+                              shown_value(text), e.what()));
+    }
   }
   std::vector<Binding> output_bindings;
   for (const std::string& text : outputs) output_bindings.push_back(binding("--output", text));
