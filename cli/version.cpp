@@ -52,6 +52,10 @@ std::string version_text() {
 #else
   text += "oneDNN: none (built without the engine)\n";
 #endif
+#ifdef TFPIN_SHIM_PATH
+  // The floor is the shim's ELF (tests/shim Build), not this build's glibc.
+  text += fmt::format("shim: {} (loads with glibc 2.17 or newer)\n", TFPIN_SHIM_PATH);
+#endif
   // The release of the headers; the loaded library only tells its API level.
   text += fmt::format("hwloc: {} (library API {})", HWLOC_VERSION,
                       hwloc_text(hwloc_get_api_version()));

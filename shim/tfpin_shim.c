@@ -79,6 +79,19 @@
 
 #include "cpu_files.h"
 #include "elf_lookup.h"
+
+// The glibc floor: the shim must load into images whose C library is as old as glibc 2.17 (CentOS
+// 7), so it binds no symbol version newer than that (tests/shim Build checks the ELF's needs).
+// dlsym is taken at its first version, which libdl.so.2 defines before glibc 2.34 and libc.so.6
+// since; weak, so that where no libdl is loaded (an old glibc, a program that never linked it) it
+// is NULL and the shim's own ELF lookup finds the definitions. The thread functions that moved
+// from libpthread into libc in 2.34 (new versions there) are looked up at start instead.
+#if defined(__x86_64__)
+__asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
+#elif defined(__aarch64__)
+__asm__(".symver dlsym,dlsym@GLIBC_2.17");
+#endif
+#pragma weak dlsym
 #include "plan_parser.h"
 #include "tfpin/plan_contract.h"
 
@@ -123,9 +136,16 @@ static ino_t g_report_ino;
 // Real C library functions (real_pthread_create, ...), resolved once in init_once.
 #define SHIM_LIBC(name) static __typeof__(name)* real_##name;
 #include "forwarded_symbols.def"
+// Not hooked, looked up at start (in libpthread before glibc 2.34, libc since: see the floor).
+static __typeof__(pthread_attr_getaffinity_np)* lib_pthread_attr_getaffinity_np;
+static __typeof__(pthread_key_create)* lib_pthread_key_create;
+static __typeof__(pthread_setspecific)* lib_pthread_setspecific;
+static pthread_key_t g_release_key;
+static bool g_release_key_ok;
 
 // dlsym returns void*; ISO C has no conversion to function pointers, POSIX guarantees it works.
 static void* next_definition(const char* name);
+static void* find_late_definition(const char* name);
 #define LOAD_NEXT(var, name)            \
   do {                                  \
     void* sym_ = next_definition(name); \
@@ -492,14 +512,9 @@ static void* tf_thread_start(void* p) {
     pin_to_plan();
   }
 
-  void* ret = NULL;
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wclobbered"  // glibc's own variable inside the macro
-  pthread_cleanup_push(release_thread_state, NULL);
-  ret = start(arg);
-  pthread_cleanup_pop(1);
-#pragma GCC diagnostic pop
-  return ret;
+  // The key's destructor releases the lane and core when this thread ends (any non-NULL value).
+  if (g_release_key_ok) (void)lib_pthread_setspecific(g_release_key, (void*)1);
+  return start(arg);
 }
 
 // Is `addr` code inside an OpenMP runtime (libgomp*, libomp*, libiomp*)? Walks the loaded objects
@@ -541,7 +556,9 @@ static bool in_openmp_runtime(void* (*fn)(void*)) {
 static bool attr_has_affinity(const pthread_attr_t* attr) {
   if (attr == NULL) return false;
   tf_mask m;
-  if (pthread_attr_getaffinity_np(attr, sizeof m, (cpu_set_t*)&m) != 0) return false;
+  if (lib_pthread_attr_getaffinity_np == NULL ||
+      lib_pthread_attr_getaffinity_np(attr, sizeof m, (cpu_set_t*)&m) != 0)
+    return false;
   for (unsigned i = 0; i < TF_MASK_WORDS; ++i)
     if (m.w[i] != UINT64_MAX) return true;
   return false;
@@ -550,7 +567,13 @@ static bool attr_has_affinity(const pthread_attr_t* attr) {
 EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*),
                           void* arg) {
   if (UNLIKELY(!ready())) return EAGAIN;  // only while init_once runs on this very thread
-  if (real_pthread_create == NULL) return EAGAIN;
+  if (UNLIKELY(real_pthread_create == NULL)) {
+    // Before glibc 2.34 pthread_create is libpthread's, which a single-threaded program loads
+    // only when it dlopen()s something that needs it: found then, without the loader lock.
+    void* found = find_late_definition("pthread_create");
+    if (found == NULL) return EAGAIN;
+    AS_FN(real_pthread_create, found);
+  }
   if (!g_active || tl_in_hook) return real_pthread_create(thread, attr, start, arg);
 
   tl_in_hook = 1;
@@ -1250,10 +1273,15 @@ static void atfork_child(void) {
 // dlsym(RTLD_NEXT), past any copy of the shim (LD_PRELOAD=copy:shim): the first definition after
 // us in load order that is no copy. Only in init_once (dlsym takes the loader lock).
 static void* next_definition(const char* name) {
-  void* p = dlsym(RTLD_NEXT, name);
-  if (p != NULL && elf_object_defines(p, k_marker))
+  void* p = dlsym != NULL ? dlsym(RTLD_NEXT, name) : NULL;
+  if (p == NULL || elf_object_defines(p, k_marker))
     p = elf_find_definition(name, NULL, g_self_base, k_marker);
   return p;
+}
+
+// A definition loaded after start (no dlsym: the loader lock), past any copy of the shim.
+static void* find_late_definition(const char* name) {
+  return elf_find_definition(name, NULL, g_self_base, k_marker);
 }
 
 static void init_once(void) {
@@ -1269,11 +1297,20 @@ static void init_once(void) {
   const bool shadowed = elf_defined_before(k_marker, g_self_base);
 #define SHIM_LIBC(name) LOAD_NEXT(real_##name, #name);
 #include "forwarded_symbols.def"
+  LOAD_NEXT(lib_pthread_attr_getaffinity_np, "pthread_attr_getaffinity_np");
+  LOAD_NEXT(lib_pthread_key_create, "pthread_key_create");
+  LOAD_NEXT(lib_pthread_setspecific, "pthread_setspecific");
+  // Releases a shim-made thread's lane and core when it ends, however it ends (return,
+  // pthread_exit, cancellation): a key destructor, where pthread_cleanup_push would bind glibc
+  // 2.34's cancellation symbols.
+  g_release_key_ok = lib_pthread_key_create != NULL && lib_pthread_setspecific != NULL &&
+                     lib_pthread_key_create(&g_release_key, release_thread_state) == 0;
   // Runtimes loaded with the program are resolved now, at start: dlsym takes the loader lock,
   // which the hooks never do afterwards (see "Symbol lookup without the loader lock"). A copy of
   // the shim is left to the per-call-site lookup, which skips it.
   for (int id = 0; id < F_COUNT; ++id) {
-    void* p = dlsym(RTLD_NEXT, fwd_names[id]);
+    void* p = dlsym != NULL ? dlsym(RTLD_NEXT, fwd_names[id])
+                            : elf_find_definition(fwd_names[id], NULL, g_self_base, k_marker);
     if (p != NULL && !elf_object_defines(p, k_marker))
       atomic_store_explicit(&g_fwd_global[id], p, memory_order_release);
   }
@@ -1294,7 +1331,8 @@ static void init_once(void) {
                                       secure_getenv(TFPIN_VAR_INTRA), &g_plan);
     const char* cpu_files = secure_getenv(TFPIN_VAR_CPU_FILES);
     g_cpu_files = cpu_files == NULL || strcmp(cpu_files, "0") != 0;
-    if (why == NULL && (real_pthread_create == NULL || real_sched_setaffinity == NULL ||
+    // (pthread_create may be missing: a single-threaded program on glibc < 2.34, see its hook)
+    if (why == NULL && (real_sched_setaffinity == NULL ||
                         real_sched_getaffinity == NULL))
       why = "cannot resolve the C library's functions";
     if (why != NULL) {

@@ -177,6 +177,19 @@ class Build(unittest.TestCase):
                ("__cxa" in l and "__cxa_finalize" not in l)]
         self.assertEqual(bad, [])
 
+    def test_no_glibc_version_newer_than_the_floor(self):
+        """The shim loads into images with a C library as old as glibc 2.17 (CentOS 7; Ubuntu 20.04
+        has 2.31, RHEL 8 2.28): ld.so refuses a preloaded library that needs a newer version, and
+        the program does not start at all. The versions it needs, from .gnu.version_r."""
+        out = run(["readelf", "--version-info", "-W", SHIM], preload=False).stdout
+        needed = re.findall(r"Name: (GLIBC_[\d.]+)", out.split(".gnu.version_r")[-1])
+        print("needs:", sorted(set(needed)))
+        self.assertTrue(needed)
+        floor = (2, 17)
+        too_new = [v for v in set(needed)
+                   if tuple(int(x) for x in v[len("GLIBC_"):].split(".")[:2]) > floor]
+        self.assertEqual(too_new, [], "above the glibc 2.17 floor")
+
     def test_nodelete_and_bind_now(self):
         out = run(["readelf", "-d", SHIM], preload=False).stdout
         self.assertRegex(out, r"FLAGS_1\).*NODELETE")
