@@ -1,8 +1,10 @@
 // Whole-file outputs (infer's .npy arrays, bench's --trace_file, tune's --plot), written so that a
-// failed or refused run never damages what the path held: a regular file (or a path not there yet)
-// is written to a new temporary file in the same directory and renamed over the path only when
-// complete; a device, FIFO or socket (/dev/stdout, a named pipe) is opened once and written in
-// place. Nothing this run did not create is ever removed or truncated.
+// failed or refused run never damages what the path held: a regular file of the user's (or a path
+// not there yet) is written to a new temporary file beside the file the path names and renamed
+// over it only when complete. Written in place instead, opened once: the file this process's
+// stdout or stderr is (/dev/stdout, or the file a shell redirected into: through that very
+// descriptor), devices and FIFOs, paths through /dev or /proc, and regular files whose owner or
+// hard links must stay. Nothing this run did not create is ever removed.
 #pragma once
 
 #include <string>
@@ -33,9 +35,11 @@ class OutputFiles {
  private:
   struct Staged {
     std::string path;    // as given (for messages)
-    std::string target;  // what is replaced: the path, or the file a link names
-    std::string temp;    // the temporary file; empty for a device written in place
-    std::string bytes;   // a device's bytes
+    std::string target;  // what is replaced: the file the path names through its links
+    std::string temp;    // the temporary file; empty for an output written in place
+    std::string bytes;   // in place: the bytes, written at commit
+    int fd = -1;         // in place: stdout or stderr itself; -1: open the path
+    bool truncate = false;  // in place: a regular file
   };
   std::vector<Staged> staged_;
 };

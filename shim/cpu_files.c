@@ -68,14 +68,20 @@ static bool put_u64(buffer* b, unsigned long long v) {
   return put(b, digits + sizeof digits - n, n);
 }
 
+// fsroot + path in full (1024 bytes); false when it does not fit.
+static bool under_root(const char* fsroot, const char* path, char* full) {
+  const size_t root_length = strlen(fsroot);
+  const size_t path_length = strlen(path);
+  if (root_length + path_length + 1 > 1024) return false;
+  memcpy(full, fsroot, root_length);
+  memcpy(full + root_length, path, path_length + 1);
+  return true;
+}
+
 // The whole real file, fsroot + path (procfs and sysfs files report no size: read until the end).
 static bool read_real(const char* fsroot, const char* path, buffer* out) {
   char full[1024];
-  const size_t root_length = strlen(fsroot);
-  const size_t path_length = strlen(path);
-  if (root_length + path_length + 1 > sizeof full) return false;
-  memcpy(full, fsroot, root_length);
-  memcpy(full + root_length, path, path_length + 1);
+  if (!under_root(fsroot, path, full)) return false;
   const int fd = sys_openat(AT_FDCWD, full, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   bool ok = true;
@@ -206,17 +212,35 @@ static void fd_link(int fd, char* link) {
 // A path whose spelling alone says which file of the view it is: absolute, under a directory of
 // the view, without "//", "/./" or "/../" (classify's string comparison is then the kernel's
 // answer, at no cost).
-static bool plain_view_path(const char* path) {
-  if (!starts_with(path, k_cpu_dir) && !starts_with(path, k_node_dir) &&
-      strcmp(path, "/proc/cpuinfo") != 0 && strcmp(path, "/proc/stat") != 0)
-    return false;
-  for (const char* p = path; *p != '\0'; ++p) {
-    if (p[0] != '/') continue;
-    if (p[1] == '/') return false;
-    if (p[1] == '.' && (p[2] == '/' || p[2] == '\0')) return false;
-    if (p[1] == '.' && p[2] == '.' && (p[3] == '/' || p[3] == '\0')) return false;
-  }
+// Only the shapes the views' files have, through no link: cpu/{online,present,offline},
+// cpu/cpuN/online, cpu/cpuN/topology/NAME, cpu/cpuN/cache/indexM/NAME, node/nodeN/NAME. (cpuN/node0,
+// cpuN/subsystem and cpuN/cpufreq are links: a path through them is resolved.)
+static bool digits_then(const char* s, const char** rest) {
+  if (*s < '0' || *s > '9') return false;
+  while (*s >= '0' && *s <= '9') ++s;
+  *rest = s;
   return true;
+}
+static bool one_name(const char* s) {  // a non-empty last component, not "." or ".."
+  return *s != '\0' && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
+}
+static bool plain_view_path(const char* path) {
+  if (strcmp(path, "/proc/cpuinfo") == 0 || strcmp(path, "/proc/stat") == 0) return true;
+  const char* rest = NULL;
+  if (starts_with(path, k_node_dir)) {
+    return digits_then(path + sizeof k_node_dir - 1, &rest) && rest[0] == '/' && one_name(rest + 1);
+  }
+  if (!starts_with(path, k_cpu_dir) || path[sizeof k_cpu_dir - 1] != '/') return false;
+  const char* name = path + sizeof k_cpu_dir;
+  if (strcmp(name, "online") == 0 || strcmp(name, "present") == 0 || strcmp(name, "offline") == 0)
+    return true;
+  if (!starts_with(name, "cpu") || !digits_then(name + 3, &rest) || rest[0] != '/') return false;
+  rest += 1;
+  if (strcmp(rest, "online") == 0) return true;
+  if (starts_with(rest, "topology/")) return one_name(rest + 9);
+  if (starts_with(rest, "cache/index") && digits_then(rest + 11, &rest) && rest[0] == '/')
+    return one_name(rest + 1);
+  return false;
 }
 
 // The file `path` (relative to dirfd) names as the kernel resolves it, every "..", "//" and link
@@ -229,10 +253,7 @@ static bool resolved_path(const char* fsroot, int dirfd, const char* path, int f
   const char* target = path;
   const size_t root = strlen(fsroot);
   if (path[0] == '/' && root > 0) {
-    const size_t length = strlen(path);
-    if (root + length + 1 > sizeof full) return false;
-    memcpy(full, fsroot, root);
-    memcpy(full + root, path, length + 1);
+    if (!under_root(fsroot, path, full)) return false;
     target = full;
   }
   const int fd = sys_openat(dirfd, target, O_PATH | O_CLOEXEC | (flags & O_NOFOLLOW));
@@ -572,6 +593,16 @@ static int serve(const buffer* content, int flags) {
   return fd;
 }
 
+// Does the real file behind a view exist? (The plan's own lists, and a CPU outside it, need none.)
+static bool real_file_exists(const char* fsroot, view_kind kind, const char* path) {
+  if (kind == VIEW_PLAN_LIST || kind == VIEW_CPU_OFFLINE) return true;
+  char full[1024];
+  if (!under_root(fsroot, path, full)) return true;
+  struct stat st;
+  return tf_raw_syscall6(SYS_newfstatat, AT_FDCWD, (long)(uintptr_t)full, (long)(uintptr_t)&st, 0,
+                         0, 0) != -ENOENT;
+}
+
 int cpu_view_open(const shim_plan* plan, const char* fsroot, int dirfd, const char* path,
                   int flags) {
   // O_PATH is a handle, not a read: the real file's. Written or created files are never views.
@@ -593,9 +624,12 @@ int cpu_view_open(const shim_plan* plan, const char* fsroot, int dirfd, const ch
   int fd = -EIO;
   if (build_view(plan, fsroot, kind, where, &content)) fd = serve(&content, flags);
   buffer_free(&content);
-  // A view that cannot be built (memfd_create denied, no descriptor free) must not break the
-  // program: the real file then, counted.
-  return fd < 0 ? CPU_VIEW_FALLBACK : fd;
+  if (fd >= 0) return fd;
+  // A file of the view that is not there (die_cpus_list on an older kernel): the real open says
+  // so. Any other view that cannot be built (memfd_create denied, no descriptor free) must not
+  // break the program: the real file then, counted.
+  if (!real_file_exists(fsroot, kind, where)) return CPU_VIEW_PASS;
+  return CPU_VIEW_FALLBACK;
 }
 
 bool cpu_view_hides_entry(const shim_plan* plan, int dirfd, const char* name) {

@@ -90,6 +90,8 @@
 __asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
 #elif defined(__aarch64__)
 __asm__(".symver dlsym,dlsym@GLIBC_2.17");
+#else
+#error "the glibc floor needs dlsym's first symbol version on this architecture"
 #endif
 #pragma weak dlsym
 #include "plan_parser.h"
@@ -146,6 +148,7 @@ static bool g_release_key_ok;
 // dlsym returns void*; ISO C has no conversion to function pointers, POSIX guarantees it works.
 static void* next_definition(const char* name);
 static void* find_late_definition(const char* name);
+static void resolve_late_thread_functions(void);
 #define LOAD_NEXT(var, name)            \
   do {                                  \
     void* sym_ = next_definition(name); \
@@ -570,9 +573,8 @@ EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (
   if (UNLIKELY(real_pthread_create == NULL)) {
     // Before glibc 2.34 pthread_create is libpthread's, which a single-threaded program loads
     // only when it dlopen()s something that needs it: found then, without the loader lock.
-    void* found = find_late_definition("pthread_create");
-    if (found == NULL) return EAGAIN;
-    AS_FN(real_pthread_create, found);
+    resolve_late_thread_functions();
+    if (real_pthread_create == NULL) return EAGAIN;
   }
   if (!g_active || tl_in_hook) return real_pthread_create(thread, attr, start, arg);
 
@@ -1284,6 +1286,33 @@ static void* find_late_definition(const char* name) {
   return elf_find_definition(name, NULL, g_self_base, k_marker);
 }
 
+// The release key of the threads the shim starts: created once, by whoever gets here first.
+static void create_release_key(void) {
+  static atomic_int state;  // 0 not yet, 1 being created, 2 done
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&state, &expected, 1)) return;
+  g_release_key_ok = lib_pthread_key_create != NULL && lib_pthread_setspecific != NULL &&
+                     lib_pthread_key_create(&g_release_key, release_thread_state) == 0;
+  atomic_store(&state, 2);
+}
+
+// libpthread's functions, when it came after start (a single-threaded program on glibc < 2.34
+// that dlopen()s a threaded library): everything the thread hooks use, without the loader lock.
+static void resolve_late_thread_functions(void) {
+#define LATE(var, name)                                            \
+  do {                                                             \
+    if (var == NULL) AS_FN(var, find_late_definition(name));       \
+  } while (0)
+  LATE(lib_pthread_attr_getaffinity_np, "pthread_attr_getaffinity_np");
+  LATE(lib_pthread_key_create, "pthread_key_create");
+  LATE(lib_pthread_setspecific, "pthread_setspecific");
+  LATE(real_pthread_getaffinity_np, "pthread_getaffinity_np");
+  LATE(real_pthread_setaffinity_np, "pthread_setaffinity_np");
+  LATE(real_pthread_create, "pthread_create");
+#undef LATE
+  create_release_key();
+}
+
 static void init_once(void) {
   tl_in_init = 1;
   {
@@ -1302,9 +1331,8 @@ static void init_once(void) {
   LOAD_NEXT(lib_pthread_setspecific, "pthread_setspecific");
   // Releases a shim-made thread's lane and core when it ends, however it ends (return,
   // pthread_exit, cancellation): a key destructor, where pthread_cleanup_push would bind glibc
-  // 2.34's cancellation symbols.
-  g_release_key_ok = lib_pthread_key_create != NULL && lib_pthread_setspecific != NULL &&
-                     lib_pthread_key_create(&g_release_key, release_thread_state) == 0;
+  // 2.34's cancellation symbols. (Without libpthread yet: created when it comes.)
+  if (lib_pthread_key_create != NULL) create_release_key();
   // Runtimes loaded with the program are resolved now, at start: dlsym takes the loader lock,
   // which the hooks never do afterwards (see "Symbol lookup without the loader lock"). A copy of
   // the shim is left to the per-call-site lookup, which skips it.

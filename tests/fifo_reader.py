@@ -2,6 +2,7 @@
 import contextlib
 import os
 import threading
+import time
 
 
 @contextlib.contextmanager
@@ -14,12 +15,16 @@ def fifo_reader(path):
     def read_once():
         with open(path, "rb") as f:
             got.append(f.read())
-    reader = threading.Thread(target=read_once)
+    # A daemon: a reader still waiting for a writer never keeps the test process alive.
+    reader = threading.Thread(target=read_once, daemon=True)
     reader.start()
     try:
         yield got
     finally:
-        if reader.is_alive() and not got:  # no writer came (yet): let the reader go
+        # No writer came: open as one until the reader is there to see it (ENXIO before), so that
+        # it returns.
+        deadline = time.monotonic() + 10
+        while reader.is_alive() and time.monotonic() < deadline:
             with contextlib.suppress(OSError):
                 os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
-        reader.join(10)
+            reader.join(0.1)

@@ -376,6 +376,13 @@ TEST_F(CacheDirectory, AncestorAnotherAccountControlsIsRefused) {
   EXPECT_TRUE(load().from_cache);
 }
 
+TEST_F(CacheDirectory, TrailingDotAndDoubleSlashNameTheSameDirectory) {
+  options_.directory = dir_ + "//cache/.";
+  EXPECT_EQ(load().warning, "");
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir_ + "/cache/topology.cache"));
+  EXPECT_TRUE(load().from_cache);
+}
+
 TEST_F(CacheDirectory, LinksOnTheWayAreFollowedOnlyFromRootsDirectories) {
   // As /var/run -> /run: a link root placed in a directory only root writes.
   ASSERT_TRUE(std::filesystem::create_directory(dir_ + "/real"));
@@ -424,13 +431,19 @@ TEST_F(CacheDirectory, SwappedEntryOnTheWayNeverRedirectsRootsWrites) {
   }
   int redirected = 0;
   for (int round = 0; round < 200; ++round) {
-    (void)load();
+    const tfpin::CachedTopology got = load();
+    if (round == 0) {
+      EXPECT_NE(got.warning.find(shared + " is owned by uid 65534"), std::string::npos)
+          << got.warning;
+    }
     ::unlinkat(real, "topology.cache", 0);
     redirected += static_cast<int>(std::distance(std::filesystem::directory_iterator(secret), {}));
     for (const auto& entry : std::filesystem::directory_iterator(secret)) {
       std::filesystem::remove(entry.path());
     }
   }
+  // The attacker ran all along (a failed setuid would have ended it: no attack, no test).
+  EXPECT_EQ(::waitpid(attacker, nullptr, WNOHANG), 0) << "the swapping process was not running";
   ::kill(attacker, SIGKILL);
   ::waitpid(attacker, nullptr, 0);
   ::close(real);

@@ -801,6 +801,47 @@ class Hostile(unittest.TestCase):
         self.assertEqual(stat.S_IMODE(os.stat(target).st_mode), 0o640)
         self.assertEqual(sorted(os.listdir(self.outdir)), ["link.npy", "y.npy"])
 
+    def test_output_to_dev_stdout_writes_into_the_redirected_file(self):
+        # A shell's `> log`: the array goes into the log at its offset, the log is not replaced.
+        log = self.tmp / "job.log"
+        argv = " ".join([TFPIN, "infer", "--threads", "1", "--model", str(self.save(conv_relu_model())),
+                         "--input", str(self.x), "--output", "/dev/stdout"])
+        log.write_bytes(b"")
+        inode = os.stat(log).st_ino
+        proc = subprocess.run(["bash", "-c", f"echo before; {argv}; echo after"],
+                              stdout=open(log, "wb"), stderr=subprocess.PIPE, timeout=TIMEOUT)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        data = log.read_bytes()
+        self.assertEqual(os.stat(log).st_ino, inode, "the log was replaced")
+        self.assertTrue(data.startswith(b"before\n\x93NUMPY"), data[:40])
+        self.assertTrue(data.endswith(b"after\n"), data[-40:])
+
+    def test_output_keeps_another_owner_and_hard_links(self):
+        if os.geteuid() != 0:
+            self.skipTest("chown needs root")
+        theirs = self.outdir / "theirs.npy"
+        theirs.write_bytes(b"old\n")
+        os.chown(theirs, 65534, 65534)
+        linked = self.outdir / "linked.npy"
+        linked.write_bytes(b"old\n")
+        os.link(linked, self.outdir / "other-name.npy")
+        for target in (theirs, linked):
+            with self.subTest(target=target.name):
+                proc = self.infer(self.save(conv_relu_model()), outputs=[target])
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(np.load(target).shape, (1, 4, 8, 8))
+        self.assertEqual(os.stat(theirs).st_uid, 65534)
+        self.assertEqual((self.outdir / "other-name.npy").read_bytes(), linked.read_bytes())
+        self.assertEqual(sorted(os.listdir(self.outdir)), ["linked.npy", "other-name.npy", "theirs.npy"])
+
+    def test_output_through_a_dangling_link_creates_its_target(self):
+        link = self.outdir / "link.npy"
+        link.symlink_to("made.npy")
+        proc = self.infer(self.save(conv_relu_model()), outputs=[link])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertTrue(link.is_symlink())
+        self.assertEqual(np.load(self.outdir / "made.npy").shape, (1, 4, 8, 8))
+
     # ---- the positive control ------------------------------------------------------------------
 
     def test_external_data_inside_the_folder_runs(self):

@@ -356,8 +356,13 @@ class CpuFiles(unittest.TestCase):
                 self.assertEqual(self.sh(f"cat {path}", one), str(B))
         self.assertEqual(self.sh("cd /sys/devices/system/cpu && cat ./online", one), str(B))
         self.assertEqual(self.sh("grep -c ^processor /proc/self/task/../../cpuinfo", one), "1")
-        # A CPU outside the plan, through the bus's link to its directory.
+        # A CPU outside the plan, through the bus's link to its directory and through a CPU
+        # directory's own links (node0, subsystem).
         self.assertEqual(self.sh(f"cat /sys/bus/cpu/devices/cpu{B}/online", plan(f"{A}", 1, 1)), "0")
+        self.assertEqual(self.sh(f"cat /sys/devices/system/cpu/cpu{A}/subsystem/devices/cpu{B}/online",
+                                 plan(f"{A}", 1, 1)), "0")
+        if os.path.exists(f"/sys/devices/system/cpu/cpu{B}/node0/cpulist"):
+            self.assertEqual(self.sh(f"cat /sys/devices/system/cpu/cpu{B}/node0/cpulist", one), str(B))
 
     def test_flags_keep_their_meaning(self):
         code = ("import os, json\n"
@@ -394,6 +399,13 @@ class CpuFiles(unittest.TestCase):
         self.assertEqual(p.stdout.strip(), machine_online())
         (report,) = reports(p.stderr).values()
         self.assertEqual((report["cpu_file_view_fallbacks"], report["cpu_file_views"]), ("1", "0"))
+        # A view's file the machine does not have is no fallback: the real open says ENOENT.
+        missing = (f"import os\ntry: os.open('/sys/devices/system/cpu/cpu{B}/topology/"
+                   "book_siblings_list', os.O_RDONLY)\nexcept FileNotFoundError: print('ENOENT')\n")
+        p = run([PYTHON, "-c", missing], plan_env=plan(f"{B}", 1, 1), env={"TFPIN_REPORT": "stderr"})
+        self.assertEqual(p.stdout.strip(), "ENOENT")
+        (report,) = reports(p.stderr).values()
+        self.assertEqual(report["cpu_file_view_fallbacks"], "0")
 
 
 VALGRIND = shutil.which("valgrind")

@@ -34,15 +34,17 @@ class FileDescriptor {
   int fd_;
 };
 
-// Appends the non-empty components of `path` to `todo` in reverse order, so that the next one to
-// walk is todo.back() (a link's target is pushed the same way, in front of what remained).
+// Appends the components of `path` to `todo` in reverse order, so that the next one to walk is
+// todo.back() (a link's target is pushed the same way, in front of what remained). Empty and "."
+// components name nothing and are left out: the last one pushed is the last one walked.
 inline void push_path_components(std::string_view path, std::vector<std::string>& todo) {
   std::vector<std::string> parts;
   std::size_t start = 0;
   while (start <= path.size()) {
     std::size_t end = path.find('/', start);
     if (end == std::string_view::npos) end = path.size();
-    if (end > start) parts.emplace_back(path.substr(start, end - start));
+    const std::string_view part = path.substr(start, end - start);
+    if (!part.empty() && part != ".") parts.emplace_back(part);
     start = end + 1;
   }
   todo.insert(todo.end(), parts.rbegin(), parts.rend());
