@@ -57,7 +57,6 @@ FileDescriptor open_beneath(const std::string& model_dir, const std::string& loc
   while (!todo.empty()) {
     const std::string part = std::move(todo.back());
     todo.pop_back();
-    if (part == ".") continue;
     if (part == "..") {
       if (chain.size() == 1) {
         fail(fmt::format("{}: external data location '{}' leads outside the model's folder "

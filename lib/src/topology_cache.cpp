@@ -307,7 +307,6 @@ CacheDirectory open_cache_directory(const std::string& path, uid_t owner) {
   while (!todo.empty()) {
     std::string part = std::move(todo.back());
     todo.pop_back();
-    if (part == ".") continue;
     if (part == "..") {
       if (chain.size() > 1) {
         chain.pop_back();
