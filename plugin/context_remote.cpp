@@ -152,7 +152,12 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
   const std::vector<EnvVar> environment = environment_for(plan, make_environment_policy(site));
   ApplyOptions how;
   how.enforce = site.override_env;
-  if (site.shim) how.shim = site.shim_path;
+  // srun --container (Slurm's OCI support): the program runs in the bundle's root, where the
+  // shim's host path is missing unless the site's bundles bind it: preloading it there would
+  // print an ld.so error in every process. Pinning and the variables still reach the container.
+  const bool oci_container = task_getenv(spank, "SLURM_CONTAINER").has_value();
+  if (site.shim && !(oci_container && !site.oci_shim)) how.shim = site.shim_path;
+  how.containers = oci_container ? ContainerRuntime::none : site.containers;
   how.tolerate_binding_failure = site.on_error == OnError::warn;
   AppliedPlan applied;
   try {
@@ -162,6 +167,16 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
   }
   for (const std::string& warning : applied.warnings) {
     report_warning(fmt::format("{}: {}", label, warning));
+  }
+  uint32_t task_id = 0;
+  spank_get_item(spank, S_TASK_GLOBAL_ID, &task_id);
+  if (site.shim && oci_container && !site.oci_shim && applied.bound && task_id == 0) {
+    // Once per step, not per task: every task of the step is in the same container image.
+    report_warning(fmt::format(
+        "{}: srun --container: the shim is not preloaded, its path {} is the host's (site key "
+        "oci_shim=yes when the site's bundles bind its directory); cores and thread variables "
+        "apply inside",
+        label, site.shim_path));
   }
 
   if (applied.bound && (options.verbose || site.verbose)) {

@@ -42,13 +42,15 @@ unsigned count(std::string_view key, std::string_view value, unsigned max) {
   return parse_count(fmt::format("plugstack.conf: {}", key), value, max);
 }
 
-constexpr std::array<SiteKey, 15> keys = {{
+constexpr std::array<SiteKey, 17> keys = {{
     {"interop", "1", ""},
     {"blocktime", "1", ""},
     {"hyperthreads", "no", "no|yes|never"},
     {"shim", "yes", "yes|no"},
     {"shim_path", TFPIN_SHIM_PATH, "PATH"},
     {"cpu_files", "yes", "yes|no"},
+    {"containers", "apptainer", "apptainer|singularity|no"},
+    {"oci_shim", "no", "no|yes"},
     {"enforcement", "strict", "strict|clamp"},
     {"on_error", "warn", "warn|fail"},
     {"activation", "on-request", "on-request|always"},
@@ -97,6 +99,15 @@ SiteConfig parse_site_config(std::span<const std::string_view> args) {
          config.shim_path = std::string(v);
        }},
       {"cpu_files", [&](auto v) { config.cpu_files = yes_no("cpu_files", v); }},
+      {"containers",
+       [&](auto v) {
+         config.containers = choose<ContainerRuntime, 3>(
+             "containers", v,
+             {{{"apptainer", ContainerRuntime::apptainer},
+               {"singularity", ContainerRuntime::singularity},
+               {"no", ContainerRuntime::none}}});
+       }},
+      {"oci_shim", [&](auto v) { config.oci_shim = yes_no("oci_shim", v); }},
       {"enforcement",
        [&](auto v) {
          config.enforcement = choose<Enforcement, 2>(

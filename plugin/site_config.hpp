@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "tfpin/environment.hpp"
+
 namespace tfpin::plugin {
 
 enum class Activation { on_request, always };
@@ -21,6 +23,8 @@ struct SiteConfig {
   bool shim{};
   std::string shim_path;
   bool cpu_files{};  // the shim serves the plan's view of /sys/devices/system/cpu, /proc/cpuinfo
+  ContainerRuntime containers{};  // the runtime whose launcher gets the shim bound and the plan
+  bool oci_shim{};  // srun --container: the site's bundles bind the shim's directory, preload it
   Enforcement enforcement{};
   OnError on_error{};
   Activation activation{};

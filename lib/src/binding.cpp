@@ -124,6 +124,7 @@ AppliedPlan apply_plan(const Plan& plan, const std::vector<EnvVar>& environment,
     return applied;
   }
   export_environment(environment, options.enforce, env);
+  std::optional<std::string> preloaded;
   if (options.shim) {
     const std::string& shim = *options.shim;
     std::error_code ec;
@@ -135,8 +136,12 @@ AppliedPlan apply_plan(const Plan& plan, const std::vector<EnvVar>& environment,
       const std::string existing = env.get("LD_PRELOAD").value_or("");
       const std::string preload = preload_with_shim(existing, shim);
       if (preload != existing) env.set("LD_PRELOAD", preload);
+      preloaded = shim;
     }
   }
+  const std::string warning =
+      forward_to_containers(options.containers, environment, preloaded, options.enforce, env);
+  if (!warning.empty()) applied.warnings.push_back(warning);
   return applied;
 }
 

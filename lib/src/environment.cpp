@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -208,6 +209,48 @@ bool is_shim_entry(std::string_view entry) {
   return entry == shim_file_name || entry.ends_with(fmt::format("/{}", shim_file_name));
 }
 
+struct ContainerNames {
+  std::string_view bind_path;   // the launcher's list of binds, "src[:dest[:opts]],..."
+  std::string_view env_prefix;  // <prefix>NAME=value sets NAME inside
+};
+
+constexpr std::array<ContainerNames, 2> container_names = {{
+    {"APPTAINER_BINDPATH", "APPTAINERENV_"},
+    {"SINGULARITY_BINDPATH", "SINGULARITYENV_"},
+}};
+
+// The bind of the shim's directory `dir`: read-only, at the same path, so that LD_PRELOAD's path
+// resolves inside.
+std::string shim_bind(std::string_view dir) { return fmt::format("{}:{}:ro", dir, dir); }
+
+// "" for a bare file name.
+std::string_view directory_of(std::string_view path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string_view::npos ? std::string_view() : path.substr(0, std::max<std::size_t>(slash, 1));
+}
+
+// Drops the shim's entries from the preload list in `name`; unsets it when nothing else is left.
+// Returns the directories of the dropped entries.
+std::vector<std::string> strip_shim_from_preload(const EnvAccess& env, const std::string& name) {
+  std::vector<std::string> dirs;
+  const auto preload = env.get(name);
+  if (!preload) return dirs;
+  std::string kept;
+  for (const std::string_view entry : preload_entries(*preload)) {
+    if (is_shim_entry(entry)) {
+      dirs.emplace_back(directory_of(entry));
+    } else {
+      kept += fmt::format("{}{}", kept.empty() ? "" : ":", entry);
+    }
+  }
+  if (kept.empty()) {
+    env.unset(name);
+  } else if (kept != *preload) {
+    env.set(name, kept);
+  }
+  return dirs;
+}
+
 }  // namespace
 
 void withdraw_environment(const EnvAccess& env) {
@@ -215,18 +258,94 @@ void withdraw_environment(const EnvAccess& env) {
   for (const auto& [name, value] : outer) {
     if (still_tfpins(outer, name, env.get(name))) env.unset(name);
   }
-  if (const auto preload = env.get("LD_PRELOAD")) {
-    std::string kept;
-    for (const std::string_view entry : preload_entries(*preload)) {
-      if (!is_shim_entry(entry)) kept += fmt::format("{}{}", kept.empty() ? "" : ":", entry);
-    }
-    if (kept.empty()) {
-      env.unset("LD_PRELOAD");
-    } else if (kept != *preload) {
-      env.set("LD_PRELOAD", kept);
+  std::set<std::string> shim_dirs;
+  for (const std::string& dir : strip_shim_from_preload(env, "LD_PRELOAD")) shim_dirs.insert(dir);
+  for (const ContainerNames& names : container_names) {
+    for (const std::string& dir :
+         strip_shim_from_preload(env, fmt::format("{}LD_PRELOAD", names.env_prefix))) {
+      shim_dirs.insert(dir);
     }
   }
+  for (const ContainerNames& names : container_names) {
+    const std::string bind_path(names.bind_path);
+    const auto binds = env.get(bind_path);
+    if (!binds) continue;
+    std::string kept;
+    for (const std::string_view bind : split(*binds, ",")) {
+      if (!shim_dirs.contains(std::string(bind)) &&
+          std::none_of(shim_dirs.begin(), shim_dirs.end(),
+                       [&](const std::string& dir) { return bind == shim_bind(dir); })) {
+        kept += fmt::format("{}{}", kept.empty() ? "" : ",", bind);
+      }
+    }
+    if (kept.empty()) {
+      env.unset(bind_path);
+    } else if (kept != *binds) {
+      env.set(bind_path, kept);
+    }
+  }
+  for (const ContainerNames& names : container_names) {
+    env.unset(fmt::format("{}{}", names.env_prefix, env_exported));
+  }
   env.unset(std::string(env_exported));
+}
+
+std::string forward_to_containers(ContainerRuntime runtime, const std::vector<EnvVar>& vars,
+                                  const std::optional<std::string>& shim, bool enforce,
+                                  const EnvAccess& env) {
+  if (runtime == ContainerRuntime::none) return "";
+  const ContainerNames& names =
+      container_names[runtime == ContainerRuntime::apptainer ? 0 : 1];
+  std::string warning;
+  const std::string exported = env.get(std::string(env_exported)).value_or("");
+  const Recorded outer = recorded_exports(env.get);
+  std::string record;
+  auto forward = [&](const std::string& name, bool handover, bool recorded = true) {
+    const auto value = env.get(name);
+    if (!value || value->empty()) return;
+    const std::string inside = fmt::format("{}{}", names.env_prefix, name);
+    const auto users = env.get(inside);
+    const bool user_set = users && !users->empty() && !still_tfpins(outer, inside, users);
+    if (user_set && !enforce && !handover) return;
+    env.set(inside, *value);
+    if (recorded) record += fmt::format(";{}={}", inside, *value);
+  };
+  for (const EnvVar& var : vars) forward(var.name, var.handover);
+  forward(std::string(TFPIN_VAR_REPORT), false);
+  // Not in the record (its value is a record): withdraw_environment removes it by name.
+  if (!exported.empty()) forward(std::string(env_exported), true, false);
+
+  if (shim && !shim->empty()) {
+    // The shim first in the container's LD_PRELOAD, the user's own entries kept; not recorded:
+    // withdraw_environment takes the shim out of it and leaves the rest.
+    const std::string inside = fmt::format("{}LD_PRELOAD", names.env_prefix);
+    const auto users = env.get(inside);
+    const std::string preload = (users && !users->empty() && !enforce)
+                                    ? preload_with_shim(*users, *shim)
+                                    : env.get("LD_PRELOAD").value_or(std::string(*shim));
+    if (preload != users) env.set(inside, preload);
+
+    const std::string dir(directory_of(*shim));
+    const std::string bind_path(names.bind_path);
+    if (dir.size() < 2 || dir.front() != '/' || dir.find_first_of(",:") != std::string::npos) {
+      warning = fmt::format(
+          "the shim's directory '{}' cannot be bound by {} (valid: an absolute directory other "
+          "than / without ',' or ':'); containers the task starts get no shim unless the site "
+          "binds it",
+          dir, bind_path);
+    } else {
+      const std::string binds = env.get(bind_path).value_or("");
+      const auto pieces = split(binds, ",");
+      const bool bound = std::any_of(pieces.begin(), pieces.end(), [&](std::string_view bind) {
+        return bind == dir || bind.starts_with(dir + ":");
+      });
+      if (!bound) env.set(bind_path, binds.empty() ? shim_bind(dir) : binds + "," + shim_bind(dir));
+    }
+  }
+  if (!record.empty()) {
+    env.set(std::string(env_exported), exported.empty() ? record.substr(1) : exported + record);
+  }
+  return warning;
 }
 
 std::optional<std::string> process_getenv(const std::string& name) {

@@ -210,6 +210,107 @@ TEST(Environment, WithdrawRemovesTheOuterPlanButNotTheUsersValues) {
   EXPECT_TRUE(only_shim.empty());
 }
 
+// The task exports its plan, preloads the shim, then passes both on to the containers it starts.
+Env planned_task(Env env, tfpin::ContainerRuntime runtime, bool enforce = false) {
+  const auto vars = tfpin::environment_for(broadwell_plan(36, 2), {});
+  tfpin::export_environment(vars, enforce, access(env));
+  const std::string shim = "/usr/lib/tfpin/libtfpin-shim.so";
+  env["LD_PRELOAD"] = tfpin::preload_with_shim(env["LD_PRELOAD"], shim);
+  EXPECT_EQ(tfpin::forward_to_containers(runtime, vars, shim, enforce, access(env)), "");
+  return env;
+}
+
+TEST(Containers, ApptainerGetsTheShimBoundAndThePlanOverTheImagesEnvironment) {
+  const Env env = planned_task({{"APPTAINER_BINDPATH", "/scratch"}, {"OMP_PLACES", "cores"},
+                                {"TFPIN_REPORT", "stderr"}},
+                               tfpin::ContainerRuntime::apptainer);
+  EXPECT_EQ(env.at("APPTAINER_BINDPATH"), "/scratch,/usr/lib/tfpin:/usr/lib/tfpin:ro");
+  EXPECT_EQ(env.at("APPTAINERENV_LD_PRELOAD"), "/usr/lib/tfpin/libtfpin-shim.so");
+  for (const char* name : {"OMP_NUM_THREADS", "TF_NUM_INTEROP_THREADS", "KMP_BLOCKTIME",
+                           "GOMP_SPINCOUNT", "TFPIN_CPUS", "TFPIN_INTEROP", "TFPIN_INTRA",
+                           "TFPIN_CPU_FILES", "TFPIN_REPORT"}) {
+    ASSERT_TRUE(env.contains(fmt::format("APPTAINERENV_{}", name))) << name;
+    EXPECT_EQ(env.at(fmt::format("APPTAINERENV_{}", name)), env.at(name)) << name;
+  }
+  // KMP_AFFINITY and OMP_PROC_BIND are withheld against the user's OMP_PLACES: nothing to pass
+  // on (the user's own OMP_PLACES reaches the container as any host variable does).
+  EXPECT_FALSE(env.contains("APPTAINERENV_KMP_AFFINITY"));
+  EXPECT_FALSE(env.contains("APPTAINERENV_OMP_PROC_BIND"));
+  EXPECT_EQ(env.at("APPTAINERENV_OMP_NUM_THREADS"), "18");
+  // Inside, an inner tfpin knows tfpin's values from the user's.
+  ASSERT_TRUE(env.contains("APPTAINERENV_TFPIN_ENV"));
+  EXPECT_NE(env.at("APPTAINERENV_TFPIN_ENV").find("OMP_NUM_THREADS=18"), std::string::npos);
+  EXPECT_FALSE(env.contains("SINGULARITY_BINDPATH"));
+  EXPECT_FALSE(env.contains("SINGULARITYENV_OMP_NUM_THREADS"));
+}
+
+TEST(Containers, SingularityCeNamesAndNoneAtAll) {
+  const Env ce = planned_task({}, tfpin::ContainerRuntime::singularity);
+  EXPECT_EQ(ce.at("SINGULARITY_BINDPATH"), "/usr/lib/tfpin:/usr/lib/tfpin:ro");
+  EXPECT_EQ(ce.at("SINGULARITYENV_TFPIN_CPUS"), ce.at("TFPIN_CPUS"));
+  EXPECT_FALSE(ce.contains("APPTAINER_BINDPATH"));
+  const Env none = planned_task({}, tfpin::ContainerRuntime::none);
+  for (const auto& [name, value] : none) {
+    EXPECT_EQ(name.find("APPTAINER"), std::string::npos) << name;
+    EXPECT_EQ(name.find("SINGULARITY"), std::string::npos) << name;
+  }
+}
+
+TEST(Containers, TheUsersContainerValuesWinUnlessEnforcedButNotOverThePlan) {
+  const Env user = {{"APPTAINERENV_OMP_NUM_THREADS", "3"},
+                    {"APPTAINERENV_LD_PRELOAD", "/opt/libjemalloc.so"},
+                    {"APPTAINERENV_TFPIN_CPUS", "0-99"},
+                    {"APPTAINER_BINDPATH", "/usr/lib/tfpin"}};
+  const Env kept = planned_task(user, tfpin::ContainerRuntime::apptainer);
+  EXPECT_EQ(kept.at("APPTAINERENV_OMP_NUM_THREADS"), "3");
+  EXPECT_EQ(kept.at("APPTAINERENV_LD_PRELOAD"),
+            "/usr/lib/tfpin/libtfpin-shim.so:/opt/libjemalloc.so");
+  EXPECT_EQ(kept.at("APPTAINERENV_TFPIN_CPUS"), kept.at("TFPIN_CPUS"));
+  EXPECT_EQ(kept.at("APPTAINER_BINDPATH"), "/usr/lib/tfpin");  // already bound by the user
+  const Env enforced = planned_task(user, tfpin::ContainerRuntime::apptainer, true);
+  EXPECT_EQ(enforced.at("APPTAINERENV_OMP_NUM_THREADS"), "18");
+  EXPECT_EQ(enforced.at("APPTAINERENV_LD_PRELOAD"), "/usr/lib/tfpin/libtfpin-shim.so");
+}
+
+TEST(Containers, WithdrawTakesBackWhatWasForwardedAndKeepsTheUsers) {
+  Env env = planned_task({{"APPTAINER_BINDPATH", "/scratch"},
+                          {"APPTAINERENV_LD_PRELOAD", "/opt/libjemalloc.so"},
+                          {"APPTAINERENV_FOO", "bar"}},
+                         tfpin::ContainerRuntime::apptainer);
+  env["APPTAINERENV_MKL_NUM_THREADS"] = "5";  // changed by the user after tfpin: the user's now
+  tfpin::withdraw_environment(access(env));
+  EXPECT_EQ(env, (Env{{"APPTAINER_BINDPATH", "/scratch"},
+                      {"APPTAINERENV_LD_PRELOAD", "/opt/libjemalloc.so"},
+                      {"APPTAINERENV_FOO", "bar"},
+                      {"APPTAINERENV_MKL_NUM_THREADS", "5"}}));
+}
+
+TEST(Containers, AnInnerPlanReplacesTheOutersInsideToo) {
+  Env env = planned_task({}, tfpin::ContainerRuntime::apptainer);
+  const auto inner = tfpin::environment_for(broadwell_plan(4, 1), {});
+  tfpin::export_environment(inner, false, access(env));
+  EXPECT_EQ(tfpin::forward_to_containers(tfpin::ContainerRuntime::apptainer, inner,
+                                         "/usr/lib/tfpin/libtfpin-shim.so", false, access(env)),
+            "");
+  EXPECT_EQ(env.at("APPTAINERENV_OMP_NUM_THREADS"), "4");
+  EXPECT_EQ(env.at("APPTAINERENV_TF_NUM_INTEROP_THREADS"), "1");
+  EXPECT_EQ(env.at("APPTAINERENV_TFPIN_CPUS"), env.at("TFPIN_CPUS"));
+  EXPECT_EQ(env.at("APPTAINER_BINDPATH"), "/usr/lib/tfpin:/usr/lib/tfpin:ro");
+  EXPECT_EQ(env.at("APPTAINERENV_LD_PRELOAD"), "/usr/lib/tfpin/libtfpin-shim.so");
+}
+
+TEST(Containers, AShimDirectoryABindCannotSpellIsReported) {
+  Env env;
+  const auto vars = tfpin::environment_for(broadwell_plan(4, 1), {});
+  tfpin::export_environment(vars, false, access(env));
+  const std::string warning = tfpin::forward_to_containers(
+      tfpin::ContainerRuntime::apptainer, vars, "/opt/a,b/libtfpin-shim.so", false, access(env));
+  EXPECT_NE(warning.find("'/opt/a,b'"), std::string::npos) << warning;
+  EXPECT_NE(warning.find("APPTAINER_BINDPATH"), std::string::npos) << warning;
+  EXPECT_FALSE(env.contains("APPTAINER_BINDPATH"));
+  EXPECT_EQ(env.at("APPTAINERENV_OMP_NUM_THREADS"), "4");
+}
+
 TEST(Environment, HandedOverInteropIsNotARequest) {
   Env env = {{"TFPIN_THREADS", "8"}};
   EXPECT_EQ(tfpin::requested_value(getter(env), "TFPIN_THREADS"), "8");

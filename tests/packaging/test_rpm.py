@@ -53,16 +53,22 @@ EXPECTED_FILES = {
     "/usr/share/doc/tfpin/LICENSE",
     "/usr/share/doc/tfpin/README.md",
     "/usr/share/doc/tfpin/shim.md",
+    "/usr/share/doc/tfpin/containers.md",
+    "/etc/enroot",
+    "/etc/enroot/mounts.d",
+    "/etc/enroot/mounts.d/90-tfpin.fstab",
     "/usr/share/doc/tfpin/examples",
     "/usr/share/doc/tfpin/examples/demo.sbatch",
     "/usr/share/doc/tfpin/examples/resnet-2lanes.sbatch",
     "/usr/share/doc/tfpin/examples/workers-per-socket.sbatch",
     "/usr/share/doc/tfpin/examples/data-parallel.sbatch",
+    "/usr/share/doc/tfpin/examples/apptainer.sbatch",
 } | ({"/usr/share/doc/tfpin/engine.md"} if ENGINE else set()) | ({MPI_MODULE} if MPI else set())
 MAN_PAGES = ("/usr/share/man/man1/tfpin.1", "/usr/share/man/man8/tfpin-plugin.8")
 # rpmbuild's brp-compress compresses man pages as the platform chose (Debian 13's rpm: gzip).
 MAN_COMPRESSION = ("", ".gz", ".bz2", ".xz", ".zst")
 CONF = "/etc/slurm/plugstack.conf.d/tfpin.conf"
+ENROOT_MOUNTS = "/etc/enroot/mounts.d/90-tfpin.fstab"
 INSTALLED_PLUGIN = ROOT / "usr/lib64/slurm/tfpin.so"
 INSTALLED_SHIM = ROOT / "usr/lib64/tfpin/libtfpin-shim.so"
 INSTALLED_TFPIN = ROOT / "usr/bin/tfpin"
@@ -165,7 +171,8 @@ class Rpm(unittest.TestCase):
         installed = json.loads(run(["meson", "introspect", builddir, "--installed"], check=True).stdout)
         files = set(installed.values())
         self.assertEqual(files, {f for f in EXPECTED_FILES if not f.endswith(
-            ("/usr/lib64/tfpin", "plugstack.conf.d", "/doc/tfpin", "/examples"))})
+            ("/usr/lib64/tfpin", "plugstack.conf.d", "/doc/tfpin", "/examples", "/etc/enroot",
+             "/mounts.d"))})
 
     def test_1_metadata(self):
         name, version, release, license_, arch = query(
@@ -202,6 +209,8 @@ class Rpm(unittest.TestCase):
         self.assertIn("c", flags[CONF])  # %config
         self.assertIn("n", flags[CONF])  # (noreplace)
         self.assertNotIn("c", flags["/usr/lib64/slurm/tfpin.so"])
+        self.assertIn("c", flags[ENROOT_MOUNTS])
+        self.assertIn("n", flags[ENROOT_MOUNTS])
 
     def test_2_install_into_scratch_root(self):
         r = run(["rpm", "--root", ROOT, "-i", "--nodeps", self.rpm1])
@@ -215,6 +224,11 @@ class Rpm(unittest.TestCase):
         active = [line for line in conf.splitlines() if line.strip() and not line.startswith("#")]
         self.assertEqual(active, ["required /usr/lib64/slurm/tfpin.so"])
         self.assertIn("#   shim_path=/usr/lib64/tfpin/libtfpin-shim.so", conf)
+        # enroot's mount of the shim's directory, at the path the plugin preloads.
+        mounts = (ROOT / ENROOT_MOUNTS.lstrip("/")).read_text()
+        active = [line.split() for line in mounts.splitlines() if line.strip() and not line.startswith("#")]
+        self.assertEqual(active, [["/usr/lib64/tfpin", "/usr/lib64/tfpin", "none",
+                                   "x-create=dir,bind,ro,nosuid,nodev,rprivate"]])
 
     def test_3_installed_command_uses_installed_shim(self):
         show = run([INSTALLED_TFPIN, "show", "--threads", "1", "--json"])

@@ -58,11 +58,14 @@ TEST(SiteConfig, DefaultsAndEveryKey) {
   EXPECT_TRUE(defaults.shim);
   EXPECT_EQ(defaults.max_threads, 65536U);  // the rest: SnippetListsEveryKeyWithItsDefault
   EXPECT_EQ(defaults.topology_cache, "/run/tfpin");
-  const std::array<std::string_view, 15> all = {
+  EXPECT_EQ(defaults.containers, tfpin::ContainerRuntime::apptainer);
+  EXPECT_FALSE(defaults.oci_shim);
+  const std::array<std::string_view, 17> all = {
       "interop=2",           "blocktime=0",  "hyperthreads=never", "shim=no",
       "shim_path=/opt/s.so", "cpu_files=no", "enforcement=clamp",  "on_error=fail",
       "activation=always",   "verbose=yes",  "override_env=yes",   "tf_intraop=threads",
-      "max_threads=64",      "max_interop=4", "topology_cache=/var/cache/tfpin"};
+      "max_threads=64",      "max_interop=4", "topology_cache=/var/cache/tfpin",
+      "containers=singularity", "oci_shim=yes"};
   const SiteConfig c = parse_site_config(all);
   EXPECT_EQ(c.interop, 2U);
   EXPECT_EQ(c.blocktime_ms, 0U);
@@ -80,6 +83,10 @@ TEST(SiteConfig, DefaultsAndEveryKey) {
   EXPECT_EQ(c.max_threads, 64U);
   EXPECT_EQ(c.max_interop, 4U);
   EXPECT_EQ(c.topology_cache, "/var/cache/tfpin");
+  EXPECT_EQ(c.containers, tfpin::ContainerRuntime::singularity);
+  EXPECT_TRUE(c.oci_shim);
+  EXPECT_EQ(parse_site_config(std::array<std::string_view, 1>{"containers=no"}).containers,
+            tfpin::ContainerRuntime::none);
   EXPECT_EQ(parse_site_config(std::array<std::string_view, 1>{"topology_cache=no"}).topology_cache,
             "");
 }
@@ -104,7 +111,7 @@ TEST(SiteConfig, ErrorsNameTheKeyAndWhatIsValid) {
   EXPECT_EQ(config_error({"bogus=1"}),
             "plugstack.conf: unknown key 'bogus' (keys: interop=1 blocktime=1 "
             "hyperthreads=no|yes|never shim=yes|no shim_path=PATH cpu_files=yes|no "
-            "enforcement=strict|clamp "
+            "containers=apptainer|singularity|no oci_shim=no|yes enforcement=strict|clamp "
             "on_error=warn|fail activation=on-request|always verbose=no|yes override_env=no|yes "
             "tf_intraop=intra|threads max_threads=65536 max_interop=256 topology_cache=DIR|no)");
   EXPECT_EQ(config_error({"topology_cache=run/tfpin"}),
@@ -116,6 +123,8 @@ TEST(SiteConfig, ErrorsNameTheKeyAndWhatIsValid) {
   EXPECT_NE(config_error({"interop"}).find("'interop' is not key=value"), std::string::npos);
   EXPECT_EQ(config_error({"activation=sometimes"}),
             "plugstack.conf: activation=sometimes is not valid: one of on-request, always");
+  EXPECT_EQ(config_error({"containers=docker"}),
+            "plugstack.conf: containers=docker is not valid: one of apptainer, singularity, no");
   EXPECT_EQ(config_error({"shim=maybe"}),
             "plugstack.conf: shim=maybe is not valid: one of yes, no");
   EXPECT_NE(config_error({"interop=0"}).find("plugstack.conf: interop=0 is too small"),
@@ -272,19 +281,70 @@ TEST(Hooks, TaskGetsPlanBindingAndEnvironment) {
   EXPECT_TRUE(fake_spank::logged("shim /nonexistent/libtfpin-shim.so not found"));
 }
 
+// An empty file standing for the shim (the plugin only checks that it is a regular file); its
+// path, or "" when it cannot be written.
+std::string fake_shim() {
+  const std::string shim = std::string(TFPIN_TEST_BINARY_DIR) + "/fake-shim.so";
+  std::FILE* f = std::fopen(shim.c_str(), "w");
+  if (f == nullptr) return "";
+  std::fclose(f);
+  return shim;
+}
+
 TEST(Hooks, ShimIsPrependedOnce) {
   AffinityGuard guard;
   fake_spank::reset(S_CTX_REMOTE);
-  const std::string shim = std::string(TFPIN_TEST_BINARY_DIR) + "/fake-shim.so";
-  std::FILE* f = std::fopen(shim.c_str(), "w");
-  ASSERT_NE(f, nullptr);
-  std::fclose(f);
+  const std::string shim = fake_shim();
+  ASSERT_FALSE(shim.empty());
   ASSERT_EQ(init({"shim_path=" + shim, "activation=always"}), 0);
   fake_spank::state().task_env = {{"LD_PRELOAD", "libuser.so"}};
   ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
   EXPECT_EQ(fake_spank::state().task_env.at("LD_PRELOAD"), shim + ":libuser.so");
   ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
   EXPECT_EQ(fake_spank::state().task_env.at("LD_PRELOAD"), shim + ":libuser.so");
+}
+
+TEST(Hooks, ApptainerTasksGetTheShimBoundAndThePlanPassedOn) {
+  AffinityGuard guard;
+  fake_spank::reset(S_CTX_REMOTE);
+  const std::string shim = fake_shim();
+  ASSERT_FALSE(shim.empty());
+  ASSERT_EQ(init({"shim_path=" + shim, "activation=always"}), 0);
+  fake_spank::state().task_env = {{"APPTAINERENV_OMP_NUM_THREADS", "7"}};
+  ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+  const auto& env = fake_spank::state().task_env;
+  EXPECT_EQ(env.at("APPTAINER_BINDPATH"),
+            fmt::format("{0}:{0}:ro", std::string(TFPIN_TEST_BINARY_DIR)));
+  EXPECT_EQ(env.at("APPTAINERENV_LD_PRELOAD"), shim);
+  EXPECT_EQ(env.at("APPTAINERENV_TFPIN_CPUS"), env.at("TFPIN_CPUS"));
+  EXPECT_EQ(env.at("APPTAINERENV_OMP_NUM_THREADS"), "7");  // the user's, as on the host
+  EXPECT_FALSE(env.contains("SINGULARITY_BINDPATH"));
+
+  fake_spank::reset(S_CTX_REMOTE);
+  ASSERT_EQ(init({"shim_path=" + shim, "activation=always", "containers=no"}), 0);
+  ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+  EXPECT_FALSE(fake_spank::state().task_env.contains("APPTAINER_BINDPATH"));
+  EXPECT_FALSE(fake_spank::state().task_env.contains("APPTAINERENV_TFPIN_CPUS"));
+}
+
+TEST(Hooks, OciContainerTasksGetNoShimUnlessTheSiteBindsIt) {
+  AffinityGuard guard;
+  const std::string shim = fake_shim();
+  ASSERT_FALSE(shim.empty());
+  for (const bool site_binds : {false, true}) {
+    fake_spank::reset(S_CTX_REMOTE);
+    std::vector<std::string> keys = {"shim_path=" + shim, "activation=always"};
+    if (site_binds) keys.emplace_back("oci_shim=yes");
+    ASSERT_EQ(init(keys), 0);
+    fake_spank::state().task_env = {{"SLURM_CONTAINER", "/home/u/bundle"},
+                                    {"LD_PRELOAD", "libuser.so"}};
+    ASSERT_EQ(slurm_spank_task_init(fake_spank::handle(), 0, nullptr), 0);
+    const auto& env = fake_spank::state().task_env;
+    EXPECT_EQ(env.at("LD_PRELOAD"), site_binds ? shim + ":libuser.so" : "libuser.so");
+    EXPECT_EQ(env.at("OMP_NUM_THREADS"), env.at("TFPIN_INTRA"));  // the variables still apply
+    EXPECT_FALSE(env.contains("APPTAINER_BINDPATH"));
+    EXPECT_EQ(fake_spank::logged("srun --container: the shim is not preloaded"), !site_binds);
+  }
 }
 
 TEST(Hooks, OversizedRequestFailsStrictAndClampsOtherwise) {

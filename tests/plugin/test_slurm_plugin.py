@@ -146,6 +146,32 @@ class OnRequest(ClusterTest):
             self.assertEqual(task["TFPIN_CPUS"], task["cpus"])
             self.assertEqual(task["OMP_NUM_THREADS"], "1")
 
+    def test_containers_started_by_the_task_get_the_shim_bound_and_the_plan(self):
+        # What `apptainer exec` reads in the task: the bind of the shim's directory and the plan
+        # as APPTAINERENV_*. A --tf-off step inside takes back what tfpin added, keeps the user's.
+        show = ("env | grep -e ^APPTAINER -e ^SINGULARITY | sort; echo OMP=$OMP_NUM_THREADS "
+                "CPUS=$TFPIN_CPUS PRELOAD=$LD_PRELOAD; echo ---")
+        state, out = self.run_batch(
+            "#!/bin/sh\n#SBATCH -c 2\n#SBATCH --tf-threads=2\n#SBATCH --tf-interop=2\n"
+            "export APPTAINER_BINDPATH=/scratch APPTAINERENV_MKL_NUM_THREADS=5\n"
+            f"srun -n 1 -c 2 sh -c '{show}'\n"
+            f"srun -n 1 -c 2 --tf-off sh -c '{show}'\n")
+        self.assertEqual(state, "COMPLETED", out)
+        planned, off = [dict(line.split("=", 1) for line in block.split() if "=" in line)
+                        for block in out.split("---")[:2]]
+        shim = planned["PRELOAD"].split(":")[0]
+        self.assertTrue(shim.endswith("/libtfpin-shim.so"), planned)
+        shim_dir = os.path.dirname(shim)
+        self.assertEqual(planned["APPTAINER_BINDPATH"], f"/scratch,{shim_dir}:{shim_dir}:ro")
+        self.assertEqual(planned["APPTAINERENV_LD_PRELOAD"], planned["PRELOAD"])
+        self.assertEqual(planned["APPTAINERENV_OMP_NUM_THREADS"], planned["OMP"])
+        self.assertEqual(planned["APPTAINERENV_TFPIN_CPUS"], planned["CPUS"])
+        self.assertEqual(planned["APPTAINERENV_TF_NUM_INTEROP_THREADS"], "2")
+        self.assertEqual(planned["APPTAINERENV_MKL_NUM_THREADS"], "5")  # the user's
+        self.assertFalse([k for k in planned if k.startswith("SINGULARITY")], planned)
+        self.assertEqual(off, {"APPTAINER_BINDPATH": "/scratch", "APPTAINERENV_MKL_NUM_THREADS": "5",
+                               "OMP": "", "CPUS": "", "PRELOAD": ""})
+
     def test_environment_form_and_command_line_precedence(self):
         r = self.cluster.srun(["-c", "2", "sh", "-c", PROBE], env_extra={"TFPIN_THREADS": "1"})
         self.assertEqual(r.returncode, 0, r.stderr)

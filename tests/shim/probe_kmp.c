@@ -7,28 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void my_allowed(char* out, size_t len) {
-  FILE* f = fopen("/proc/thread-self/status", "r");
-  char line[4096];
-  snprintf(out, len, "?");
-  if (!f) return;
-  while (fgets(line, sizeof line, f)) {
-    if (strncmp(line, "Cpus_allowed_list:", 18) == 0) {
-      char* v = line + 18;
-      while (*v == ' ' || *v == '\t') ++v;
-      v[strcspn(v, "\n")] = '\0';
-      snprintf(out, len, "%s", v);
-    }
-  }
-  fclose(f);
-}
+#include "thread_mask.h"
 
 static char masks[256][128];
 static int team;
 
 static void body(void) {
   int me = omp_get_thread_num();
-  if (me < 256) my_allowed(masks[me], sizeof masks[me]);
+  if (me < 256) thread_allowed_list(masks[me], sizeof masks[me]);
 #pragma omp barrier
 #pragma omp single
   team = omp_get_num_threads();

@@ -35,6 +35,8 @@ struct ApplyOptions {
   // Binding failed: run as if tfpin were off, with a warning (site on_error=warn), instead of
   // failing.
   bool tolerate_binding_failure = false;
+  // Containers the task may start: the plan is passed on to them (forward_to_containers).
+  ContainerRuntime containers = ContainerRuntime::none;
 };
 
 struct AppliedPlan {

@@ -58,9 +58,26 @@ struct EnvAccess {
 std::vector<EnvOutcome> export_environment(const std::vector<EnvVar>& vars, bool enforce,
                                            const EnvAccess& env);
 
-// Removes what an outer tfpin exported (where the value is still tfpin's), its hand-over, and the
-// shim from LD_PRELOAD: for a step or program that runs without tfpin inside a tfpin'd task.
+// Removes what an outer tfpin exported (where the value is still tfpin's), its hand-over, the shim
+// from LD_PRELOAD (and from the containers' <P>ENV_LD_PRELOAD and bind paths): for a step or
+// program that runs without tfpin inside a tfpin'd task.
 void withdraw_environment(const EnvAccess& env);
+
+// Container runtimes that a task starts itself (`apptainer exec IMAGE PROGRAM` in a job script) and
+// that read their settings from the task's environment.
+enum class ContainerRuntime { none, apptainer, singularity };  // singularity: SingularityCE
+
+// Makes the plan hold in the containers the task starts with `runtime`. The launcher binds the
+// shim's directory read-only at the same path (<P>_BINDPATH: APPTAINER_BINDPATH or
+// SINGULARITY_BINDPATH), and every variable of `vars` that the task has, LD_PRELOAD, TFPIN_ENV and
+// TFPIN_REPORT are passed as <P>ENV_<name>, which the runtime sets inside over the image's own
+// %environment and also under --cleanenv. A <P>ENV_ value the user set stays unless `enforce`
+// (in <P>ENV_LD_PRELOAD the shim goes first); the TFPIN_* plan always reflects the plan. What is
+// set here is added to TFPIN_ENV, so that withdraw_environment and an inner tfpin take it back.
+// Returns a warning, or "" (a shim directory that a bind path cannot spell is not bound).
+std::string forward_to_containers(ContainerRuntime runtime, const std::vector<EnvVar>& vars,
+                                  const std::optional<std::string>& shim, bool enforce,
+                                  const EnvAccess& env);
 
 // This process's environment: getenv as an EnvGetter, and get/setenv/unsetenv together.
 std::optional<std::string> process_getenv(const std::string& name);

@@ -1,0 +1,202 @@
+#!/usr/bin/python3
+"""tfpin in Apptainer containers started by Slurm tasks: `srun --tf-threads=N --tf-interop=M
+apptainer exec IMAGE omp-lanes` under the real plugin (tests/slurm harness), in a Debian 11 image
+(glibc 2.31, as container images still ship) and a Debian 13 one whose %environment sets
+OMP_NUM_THREADS=8. omp-lanes (tests/containers/omp_lanes.c, compiled in each image with its own
+gcc) runs M threads that each start an OpenMP region asking for 64 threads.
+
+Checked inside: the shim is loaded (its report), each lane's team is capped to intra and sits on
+its own cores, the CPU count and /sys/devices/system/cpu/online show the plan, the plan's
+OMP_NUM_THREADS wins over the image's, --cleanenv keeps all of it, and no ld.so error is printed.
+
+Apptainer is packaged in Debian unstable only: the test runs in scripts/test-matrix's sid root
+(entered by pivot_root, which Apptainer needs) and skips elsewhere. The images are built with
+mmdebstrap from the Debian mirror (TFPIN_MATRIX_MIRROR, which scripts/test-matrix passes in, or the
+one scripts/test-matrix --print-mirror finds) into TFPIN_CONTAINER_CACHE (default
+/var/cache/tfpin-containers)."""
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import sys
+import unittest
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SOURCE_ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent / "slurm"))
+from slurm_cluster import LocalSlurm, missing_binaries  # noqa: E402
+from slurm_cluster import _parse_cpu_list as cpulist  # noqa: E402
+
+PLUGIN = os.environ.get("TFPIN_PLUGIN", "")
+SHIM = os.environ.get("TFPIN_SHIM", "")
+CACHE = Path(os.environ.get("TFPIN_CONTAINER_CACHE", "/var/cache/tfpin-containers"))
+APPTAINER = shutil.which("apptainer")
+# release -> (packages, the image's %environment)
+IMAGES = {
+    "bullseye": ("gcc,libc6-dev,libgomp1", ""),
+    "trixie": ("gcc,libc6-dev,libgomp1", "export OMP_NUM_THREADS=8\n"),
+}
+# Bit 24 of the bounding set: without it (a VM or container that dropped it), Apptainer must not
+# try to drop it itself.
+CAP_SYS_RESOURCE = 24
+
+
+def mirror():
+    if os.environ.get("TFPIN_MATRIX_MIRROR"):
+        return os.environ["TFPIN_MATRIX_MIRROR"], ""
+    r = subprocess.run([SOURCE_ROOT / "scripts/test-matrix", "--print-mirror"], capture_output=True,
+                       text=True)
+    return r.stdout.strip(), r.stderr.strip()
+
+
+def build_image(release):
+    """CACHE/RELEASE.sif with omp-lanes in /usr/local/bin, built once (under a lock)."""
+    packages, environment = IMAGES[release]
+    source = (HERE / "omp_lanes.c").read_text()
+    header = (HERE.parent / "shim" / "thread_mask.h").read_text()
+    stamp_text = f"{packages}\n{environment}\n{source}\n{header}"
+    sif = CACHE / f"{release}.sif"
+    stamp = CACHE / f"{release}.stamp"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{release}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if sif.exists() and stamp.exists() and stamp.read_text() == stamp_text:
+            return sif
+        uri, why = mirror()
+        if not uri:
+            raise AssertionError(f"no Debian mirror for the images: {why}")
+        root = CACHE / f"{release}-root"
+        shutil.rmtree(root, ignore_errors=True)
+        steps = [
+            ["mmdebstrap", "--variant=minbase", f"--include={packages}",
+             "--aptopt=Acquire::Check-Valid-Until \"false\"", release, str(root), uri],
+        ]
+        for argv in steps:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+            if r.returncode != 0:
+                raise AssertionError(f"{argv[0]} failed:\n{r.stderr[-3000:]}")
+        for path, text in (("containers/omp_lanes.c", source), ("shim/thread_mask.h", header)):
+            (root / "tmp/src" / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / "tmp/src" / path).write_text(text)
+        r = subprocess.run(["chroot", str(root), "gcc", "-O1", "-fopenmp", "-pthread",
+                            "/tmp/src/containers/omp_lanes.c", "-o", "/usr/local/bin/omp-lanes"],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise AssertionError(f"compiling omp-lanes in the {release} image failed:\n{r.stderr}")
+        if environment:
+            env_dir = root / ".singularity.d/env"
+            env_dir.mkdir(parents=True, exist_ok=True)
+            (env_dir / "90-environment.sh").write_text(environment)
+        sif.unlink(missing_ok=True)
+        r = subprocess.run([APPTAINER, "build", str(sif), str(root)], capture_output=True,
+                           text=True, timeout=1200)
+        shutil.rmtree(root, ignore_errors=True)
+        if r.returncode != 0:
+            raise AssertionError(f"apptainer build {release} failed:\n{r.stderr[-3000:]}")
+        stamp.write_text(stamp_text)
+        return sif
+
+
+def parse(stdout):
+    """omp-lanes' output: (first line's fields, [(team, [mask cpus...]) per lane])."""
+    head, lanes = {}, []
+    for line in stdout.splitlines():
+        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
+        if "nprocs" in fields:
+            head = fields
+        elif "lane" in fields:
+            lanes.append((int(fields["team"]),
+                          [cpulist(m) for m in fields["masks"].split(";") if m]))
+    return head, lanes
+
+
+def capability_bounded(bit):
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("CapBnd:"):
+                return bool(int(line.split()[1], 16) >> bit & 1)
+    return True
+
+
+@unittest.skipUnless(APPTAINER, "Apptainer is packaged in Debian unstable only: this test runs in "
+                                "scripts/test-matrix sid")
+@unittest.skipUnless(os.geteuid() == 0, "builds images with mmdebstrap and runs Slurm as root")
+@unittest.skipIf(missing_binaries(), f"Slurm/munge binaries missing: {missing_binaries()}")
+@unittest.skipUnless(PLUGIN and SHIM, "TFPIN_PLUGIN and TFPIN_SHIM not set")
+class ApptainerUnderSlurm(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.images = {release: build_image(release) for release in IMAGES}
+        cls.cluster = LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=[
+            f"required {PLUGIN} shim_path={SHIM}"]).start()
+        cls.env = {"TFPIN_REPORT": "stderr"}
+        if not capability_bounded(CAP_SYS_RESOURCE):
+            cls.env["APPTAINER_DROP_CAPS"] = "CAP_SYS_RESOURCE"
+
+    @classmethod
+    def tearDownClass(cls):
+        if hasattr(cls, "cluster"):
+            cls.cluster.stop()
+
+    def run_in(self, release, srun_args, exec_args=(), program_args=()):
+        r = self.cluster.srun(["-n", "1", "-c", "2"] + list(srun_args) +
+                              [APPTAINER, "exec", *exec_args, str(self.images[release]),
+                               "omp-lanes", *program_args], timeout=180, env_extra=self.env)
+        self.assertEqual(r.returncode, 0, f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}")
+        self.assertNotRegex(r.stderr, r"ld\.so|cannot be preloaded|GLIBC_|ERROR", r.stderr)
+        return r
+
+    def reports(self, stderr):
+        """The shim's report lines of processes that ran a lane (the probe's)."""
+        return [line for line in stderr.splitlines()
+                if line.startswith("tfpin-shim[") and "lanes_used=0/" not in line]
+
+    def check_lanes(self, release, exec_args=()):
+        r = self.run_in(release, ["--tf-threads=2", "--tf-interop=2"], exec_args)
+        head, lanes = parse(r.stdout)
+        self.assertEqual(len(lanes), 2, r.stdout)
+        # Each lane's team is intra (1), not the 64 asked for, and the lanes hold different cores.
+        for team, masks in lanes:
+            self.assertEqual(team, 1, r.stdout)
+            self.assertEqual([len(m) for m in masks], [1], r.stdout)
+        self.assertNotEqual(lanes[0][1], lanes[1][1], r.stdout)
+        self.assertEqual(sorted(lanes[0][1][0] + lanes[1][1][0]), [0, 1], r.stdout)
+        # The plan's OMP_NUM_THREADS, over an image's own (the trixie image exports 8).
+        self.assertEqual(head["omp_num_threads"], "1", r.stdout)
+        reports = self.reports(r.stderr)
+        self.assertEqual(len(reports), 1, r.stderr)
+        self.assertRegex(reports[0], r" interop=2 intra=1 .*teams_clamped=[1-9].* lanes_used=2/2",
+                         r.stderr)
+        return r
+
+    def test_lanes_in_an_old_glibc_image(self):
+        r = subprocess.run([APPTAINER, "exec", str(self.images["bullseye"]), "ldd", "--version"],
+                           capture_output=True, text=True, env={**os.environ, **self.env})
+        version = re.search(r"(\d+)\.(\d+)\s*$", r.stdout.splitlines()[0] if r.stdout else "")
+        self.assertIsNotNone(version, r.stdout + r.stderr)
+        self.assertLess((int(version.group(1)), int(version.group(2))), (2, 34), r.stdout)
+        self.check_lanes("bullseye")
+
+    def test_lanes_in_an_image_that_sets_its_own_thread_count(self):
+        self.check_lanes("trixie")
+
+    def test_cleanenv_keeps_the_plan(self):
+        self.check_lanes("trixie", ["--cleanenv"])
+
+    def test_cpu_count_and_files_show_the_plan_inside(self):
+        for release in IMAGES:
+            r = self.run_in(release, ["--tf-threads=1"], (), ["1"])
+            head, lanes = parse(r.stdout)
+            self.assertEqual(head["nprocs"], "1", r.stdout)
+            self.assertEqual(len(lanes), 1, r.stdout)
+            (team, masks), = lanes
+            self.assertEqual(team, 1, r.stdout)
+            # /sys/devices/system/cpu/online lists the plan's one CPU, the one the lane runs on.
+            self.assertEqual(cpulist(head["online"]), masks[0], r.stdout)
+
+
+if __name__ == "__main__":
+    result = unittest.main(verbosity=2, exit=False).result
+    sys.exit(0 if result.wasSuccessful() else 1)
