@@ -33,6 +33,7 @@ PLUGIN = os.environ.get("TFPIN_PLUGIN", "")
 SHIM = os.environ.get("TFPIN_SHIM", "")
 CACHE = Path(os.environ.get("TFPIN_CONTAINER_CACHE", "/var/cache/tfpin-containers"))
 APPTAINER = shutil.which("apptainer")
+INSTALLED_SHIM = Path("/usr/local/lib/tfpin-container-test/libtfpin-shim.so")
 # release -> (packages, the image's %environment)
 IMAGES = {
     "bullseye": ("gcc,libc6-dev,libgomp1", ""),
@@ -129,8 +130,12 @@ class ApptainerUnderSlurm(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.images = {release: build_image(release) for release in IMAGES}
+        # The shim where a package puts it, a system directory no container sees by default (the
+        # build tree may be under $HOME or the working directory, which Apptainer binds itself).
+        INSTALLED_SHIM.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(SHIM, INSTALLED_SHIM)
         cls.cluster = LocalSlurm(nodes=1, cpus_per_node=2, plugstack_lines=[
-            f"required {PLUGIN} shim_path={SHIM}"]).start()
+            f"required {PLUGIN} shim_path={INSTALLED_SHIM}"]).start()
         cls.env = {"TFPIN_REPORT": "stderr"}
         if not capability_bounded(CAP_SYS_RESOURCE):
             cls.env["APPTAINER_DROP_CAPS"] = "CAP_SYS_RESOURCE"
@@ -139,6 +144,7 @@ class ApptainerUnderSlurm(unittest.TestCase):
     def tearDownClass(cls):
         if hasattr(cls, "cluster"):
             cls.cluster.stop()
+        shutil.rmtree(INSTALLED_SHIM.parent, ignore_errors=True)
 
     def run_in(self, release, srun_args, exec_args=(), program_args=()):
         r = self.cluster.srun(["-n", "1", "-c", "2"] + list(srun_args) +
