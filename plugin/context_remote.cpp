@@ -62,6 +62,14 @@ std::string task_label(spank_t spank) {
   return fmt::format("{} task {}", step_label(spank), task);
 }
 
+// Slurm 22.05 writes an OCI container's environment before the plugins' task_init: what tfpin
+// sets there never reaches it. Later releases (checked: 26.05) write it from the task's.
+#if SLURM_VERSION_NUMBER >= SLURM_VERSION_NUM(23, 2, 0)
+constexpr bool oci_container_gets_task_environment = true;
+#else
+constexpr bool oci_container_gets_task_environment = false;
+#endif
+
 // The topology prepare_step loaded in slurmstepd; each forked task has its own copy.
 std::optional<Topology> step_topology;
 
@@ -174,9 +182,9 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
     // Once per step, not per task: every task of the step is in the same container image.
     report_warning(fmt::format(
         "{}: srun --container: the shim is not preloaded, its path {} is the host's (site key "
-        "oci_shim=yes when the site's bundles bind its directory); cores and thread variables "
-        "apply inside",
-        label, site.shim_path));
+        "oci_shim=yes when the site's bundles bind its directory); {} apply inside",
+        label, site.shim_path, oci_container_gets_task_environment ? "cores and thread variables"
+                                                                   : "only the cores"));
   }
 
   if (applied.bound && (options.verbose || site.verbose)) {

@@ -14,7 +14,6 @@ Apptainer is packaged in Debian unstable only: the test runs in scripts/test-mat
 mmdebstrap from the Debian mirror (TFPIN_MATRIX_MIRROR, which scripts/test-matrix passes in, or the
 one scripts/test-matrix --print-mirror finds) into TFPIN_CONTAINER_CACHE (default
 /var/cache/tfpin-containers)."""
-import fcntl
 import os
 import re
 import shutil
@@ -24,93 +23,40 @@ import unittest
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCE_ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE.parent / "slurm"))
 from slurm_cluster import LocalSlurm, missing_binaries  # noqa: E402
 from slurm_cluster import _parse_cpu_list as cpulist  # noqa: E402
 
+import images  # noqa: E402
+from images import parse_lanes as parse  # noqa: E402
+
 PLUGIN = os.environ.get("TFPIN_PLUGIN", "")
 SHIM = os.environ.get("TFPIN_SHIM", "")
-CACHE = Path(os.environ.get("TFPIN_CONTAINER_CACHE", "/var/cache/tfpin-containers"))
 APPTAINER = shutil.which("apptainer")
 INSTALLED_SHIM = Path("/usr/local/lib/tfpin-container-test/libtfpin-shim.so")
-# release -> (packages, the image's %environment)
-IMAGES = {
-    "bullseye": ("gcc,libc6-dev,libgomp1", ""),
-    "trixie": ("gcc,libc6-dev,libgomp1", "export OMP_NUM_THREADS=8\n"),
-}
+IMAGES = {"bullseye": "", "trixie": "export OMP_NUM_THREADS=8\n"}  # release -> %environment
 # Bit 24 of the bounding set: without it (a VM or container that dropped it), Apptainer must not
 # try to drop it itself.
 CAP_SYS_RESOURCE = 24
 
 
-def mirror():
-    if os.environ.get("TFPIN_MATRIX_MIRROR"):
-        return os.environ["TFPIN_MATRIX_MIRROR"], ""
-    r = subprocess.run([SOURCE_ROOT / "scripts/test-matrix", "--print-mirror"], capture_output=True,
-                       text=True)
-    return r.stdout.strip(), r.stderr.strip()
-
-
 def build_image(release):
-    """CACHE/RELEASE.sif with omp-lanes in /usr/local/bin, built once (under a lock)."""
-    packages, environment = IMAGES[release]
-    source = (HERE / "omp_lanes.c").read_text()
-    header = (HERE.parent / "shim" / "thread_mask.h").read_text()
-    stamp_text = f"{packages}\n{environment}\n{source}\n{header}"
-    sif = CACHE / f"{release}.sif"
-    stamp = CACHE / f"{release}.stamp"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f"{release}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if sif.exists() and stamp.exists() and stamp.read_text() == stamp_text:
-            return sif
-        uri, why = mirror()
-        if not uri:
-            raise AssertionError(f"no Debian mirror for the images: {why}")
-        root = CACHE / f"{release}-root"
+    """CACHE/RELEASE.sif, from a root with omp-lanes (tests/containers/images.py)."""
+    environment = IMAGES[release]
+
+    def make(sif):
+        root = images.CACHE / f"{release}-apptainer-root"
         shutil.rmtree(root, ignore_errors=True)
-        steps = [
-            ["mmdebstrap", "--variant=minbase", f"--include={packages}",
-             "--aptopt=Acquire::Check-Valid-Until \"false\"", release, str(root), uri],
-        ]
-        for argv in steps:
-            r = subprocess.run(argv, capture_output=True, text=True, timeout=1200)
+        try:
+            images.make_root(release, root, environment)
+            r = subprocess.run([APPTAINER, "build", str(sif), str(root)], capture_output=True,
+                               text=True, timeout=1200)
             if r.returncode != 0:
-                raise AssertionError(f"{argv[0]} failed:\n{r.stderr[-3000:]}")
-        for path, text in (("containers/omp_lanes.c", source), ("shim/thread_mask.h", header)):
-            (root / "tmp/src" / path).parent.mkdir(parents=True, exist_ok=True)
-            (root / "tmp/src" / path).write_text(text)
-        r = subprocess.run(["chroot", str(root), "gcc", "-O1", "-fopenmp", "-pthread",
-                            "/tmp/src/containers/omp_lanes.c", "-o", "/usr/local/bin/omp-lanes"],
-                           capture_output=True, text=True, timeout=300)
-        if r.returncode != 0:
-            raise AssertionError(f"compiling omp-lanes in the {release} image failed:\n{r.stderr}")
-        if environment:
-            env_dir = root / ".singularity.d/env"
-            env_dir.mkdir(parents=True, exist_ok=True)
-            (env_dir / "90-environment.sh").write_text(environment)
-        sif.unlink(missing_ok=True)
-        r = subprocess.run([APPTAINER, "build", str(sif), str(root)], capture_output=True,
-                           text=True, timeout=1200)
-        shutil.rmtree(root, ignore_errors=True)
-        if r.returncode != 0:
-            raise AssertionError(f"apptainer build {release} failed:\n{r.stderr[-3000:]}")
-        stamp.write_text(stamp_text)
-        return sif
+                raise AssertionError(f"apptainer build {release} failed:\n{r.stderr[-3000:]}")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
 
-
-def parse(stdout):
-    """omp-lanes' output: (first line's fields, [(team, [mask cpus...]) per lane])."""
-    head, lanes = {}, []
-    for line in stdout.splitlines():
-        fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
-        if "nprocs" in fields:
-            head = fields
-        elif "lane" in fields:
-            lanes.append((int(fields["team"]),
-                          [cpulist(m) for m in fields["masks"].split(";") if m]))
-    return head, lanes
+    return images.built(f"{release}.sif", make, images.root_inputs(release, environment))
 
 
 def capability_bounded(bit):
