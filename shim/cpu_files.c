@@ -183,7 +183,40 @@ static view_kind classify(const shim_plan* plan, const char* path) {
 
 // A relative path can only be a file of the view by one of these names: the directory it is
 // relative to is looked up (one readlink) only then, so other openat calls cost nothing more.
+// "/proc/<pid|self|thread-self>/[task/<tid>/]stat": a process's own stat file, which ps, top and
+// psutil open for every process; never /proc/stat, so no need to resolve it.
+static bool per_process_stat(const char* path) {
+  static const char proc[] = "/proc/";
+  if (strncmp(path, proc, sizeof proc - 1) != 0) return false;
+  const char* p = path + sizeof proc - 1;
+  const char* const names[] = {"self/", "thread-self/"};
+  bool named = false;
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && !named; ++i) {
+    const size_t n = strlen(names[i]);
+    if (strncmp(p, names[i], n) == 0) {
+      p += n;
+      named = true;
+    }
+  }
+  if (!named) {
+    const char* digits = p;
+    while (*p >= '0' && *p <= '9') ++p;
+    if (p == digits || *p != '/') return false;
+    ++p;
+  }
+  static const char task[] = "task/";
+  if (strncmp(p, task, sizeof task - 1) == 0) {
+    p += sizeof task - 1;
+    const char* digits = p;
+    while (*p >= '0' && *p <= '9') ++p;
+    if (p == digits || *p != '/') return false;
+    ++p;
+  }
+  return strcmp(p, "stat") == 0;
+}
+
 static bool may_be_in_view(const char* path) {
+  if (per_process_stat(path)) return false;
   unsigned cpu = 0;
   if (cpu_dir_name(path, &cpu) != NULL) return true;
   const char* name = base_name(path);

@@ -254,6 +254,30 @@ TEST_F(CpuFileView, SiblingListsAndMasksKeepOnlyThePlansCpus) {
 // A path is matched as the kernel resolves it: doubled slashes, "." and "..", a path relative to
 // a directory descriptor, a link to a file of the view; O_NOFOLLOW on such a link and O_PATH get
 // the real open.
+// A process's own stat file is told apart by its spelling and never resolved (one openat,
+// readlink and close saved per file ps or top reads); in this fake root it leads to the view's
+// /proc/stat, which the kernel's never does, so only the spelling can have kept it out.
+TEST_F(CpuFileView, PerProcessStatFilesAreNotResolved) {
+  std::set<unsigned> cpus;
+  const auto plan = plan_for(4, 2, &cpus);
+  for (const char* dir : {"proc/123", "proc/self", "proc/thread-self", "proc/123/task/124",
+                          "proc/12a", "proc/123/cwd"}) {
+    fs::create_directories(root_ / dir);
+    fs::create_symlink(fs::relative(root_ / "proc" / "stat", root_ / dir), root_ / dir / "stat");
+  }
+  for (const char* path : {"/proc/123/stat", "/proc/self/stat", "/proc/thread-self/stat",
+                           "/proc/123/task/124/stat"}) {
+    EXPECT_EQ(cpu_view_open(plan.get(), root_.c_str(), AT_FDCWD, path, O_RDONLY), CPU_VIEW_PASS)
+        << path;
+  }
+  // Other spellings still go through the resolver (and reach the view here).
+  for (const char* path : {"/proc/12a/stat", "/proc/123/cwd/stat", "/proc//123/stat"}) {
+    const int fd = cpu_view_open(plan.get(), root_.c_str(), AT_FDCWD, path, O_RDONLY);
+    EXPECT_GE(fd, 0) << path;
+    if (fd >= 0) close(fd);
+  }
+}
+
 TEST_F(CpuFileView, PathsMatchAsTheKernelResolvesThem) {
   std::set<unsigned> cpus;
   const auto plan = plan_for(4, 2, &cpus);
