@@ -27,6 +27,7 @@ struct RunCommand {
   bool verbose = false;
   bool enforce = false;
   bool no_shim = false;
+  std::string containers = "apptainer";  // apptainer|singularity|no: see forward_to_containers
   std::vector<std::string> program;
   int operator()() const;
 };

@@ -87,6 +87,10 @@ int main(int argc, char** argv) {
                     "program)");
   run_app->add_flag("--enforce", run.enforce,
                     "overwrite thread variables the user already set (default: the user's win)");
+  run_app->add_option("--containers", run.containers,
+                      "apptainer (default): containers the program starts get the shim's "
+                      "directory bound and the plan as APPTAINERENV_*; singularity: the same for "
+                      "SingularityCE; no: neither");
   run_app->footer(
       "PROGRAM [ARGS...] follows the options, after an optional --; everything from "
       "the program name on is the program's, options included.");

@@ -9,6 +9,7 @@
 
 #include "commands.hpp"
 #include "tfpin/binding.hpp"
+#include "tfpin/options.hpp"
 #include "tfpin/report.hpp"
 
 #ifndef TFPIN_SHIM_PATH
@@ -42,9 +43,19 @@ std::string find_shim() {
   return "";
 }
 
+ContainerRuntime containers_option(const std::string& text) {
+  if (text == "apptainer") return ContainerRuntime::apptainer;
+  if (text == "singularity") return ContainerRuntime::singularity;
+  if (text == "no") return ContainerRuntime::none;
+  usage_error(fmt::format("--containers={} is not a container runtime (valid: apptainer, "
+                          "singularity, no)",
+                          shown_value(text)));
+}
+
 }  // namespace
 
 int RunCommand::operator()() const {
+  const ContainerRuntime runtime = containers_option(containers);
   const ComputedPlan computed = compute(plan, Topology::host(), current_affinity());
   for (const std::string& warning : computed.plan.warnings) {
     fmt::print(stderr, "tfpin: warning: {}\n", warning);
@@ -52,6 +63,7 @@ int RunCommand::operator()() const {
   ApplyOptions how;
   how.enforce = enforce;
   if (!no_shim) how.shim = find_shim();
+  how.containers = runtime;
   // Binding failures are not tolerated here, so a warning is about the shim.
   const AppliedPlan applied =
       apply_plan(computed.plan, computed.environment, process_env_access(), how);

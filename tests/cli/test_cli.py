@@ -295,6 +295,28 @@ class UsersOpenMpAffinity(unittest.TestCase):
                 self.assertEqual(env.get(name), value, proc.stdout)
         self.each_setting(check)
 
+    def test_run_passes_the_plan_on_to_containers_the_program_starts(self):
+        show = "env | grep -e ^APPTAINER -e ^SINGULARITY -e ^LD_PRELOAD= -e ^TFPIN_CPUS= | sort"
+        runs = {}
+        for runtime in ("apptainer", "singularity", "no", None):
+            args = ["run", "--threads", "1"] + (["--containers", runtime] if runtime else [])
+            proc = tfpin(*args, "--", "sh", "-c", show)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            runs[runtime] = dict(line.split("=", 1) for line in proc.stdout.splitlines())
+        self.assertEqual(runs[None], runs["apptainer"])  # the default
+        env = runs["apptainer"]
+        shim = env["LD_PRELOAD"].split(":")[0]
+        self.assertTrue(shim.endswith("/libtfpin-shim.so"), env)
+        shim_dir = os.path.dirname(shim)
+        self.assertEqual(env["APPTAINER_BINDPATH"], f"{shim_dir}:{shim_dir}:ro")
+        self.assertEqual(env["APPTAINERENV_LD_PRELOAD"], env["LD_PRELOAD"])
+        self.assertEqual(env["APPTAINERENV_TFPIN_CPUS"], env["TFPIN_CPUS"])
+        ce = runs["singularity"]
+        self.assertEqual(ce["SINGULARITY_BINDPATH"], f"{shim_dir}:{shim_dir}:ro")
+        self.assertEqual(ce["SINGULARITYENV_TFPIN_CPUS"], ce["TFPIN_CPUS"])
+        self.assertFalse([k for k in ce if k.startswith("APPTAINER")], ce)
+        self.assertEqual(sorted(runs["no"]), ["LD_PRELOAD", "TFPIN_CPUS"])
+
     def test_bench_runs_on_every_allowed_cpu(self):
         if not self.engine:
             self.skipTest("built without the engine")
