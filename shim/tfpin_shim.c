@@ -102,8 +102,33 @@ __asm__(".symver dlsym,dlsym@GLIBC_2.17");
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define RA() __builtin_return_address(0)
 
-// glibc's internal name for sysconf: usable while our own pointers are being resolved.
-extern long __sysconf(int name);
+// glibc's own symbols, weak: a program of another C library (musl, in an Alpine image that got
+// the shim through a container bind) must still start with the shim preloaded. musl's loader
+// refuses a preloaded library with an unresolved strong reference, and the program never runs.
+// There they are NULL and the shim stays inactive (glibc_present).
+// __sysconf: glibc's internal sysconf, usable while our own pointers are being resolved.
+extern long __sysconf(int name) __attribute__((weak));
+// What pthread_atfork (a libc_nonshared.a wrapper) calls; __dso_handle names this object.
+extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
+                             void* dso_handle) __attribute__((weak));
+extern void* __dso_handle;
+extern const char* gnu_get_libc_version(void) __attribute__((weak));
+
+// glibc's _FORTIFY_SOURCE forms of open (programs built with it call these), declared by
+// <bits/fcntl2.h> only when the shim itself is fortified, which it is not.
+extern int __open_2(const char* path, int flags);
+extern int __open64_2(const char* path, int flags);
+extern int __openat_2(int dirfd, const char* path, int flags);
+extern int __openat64_2(int dirfd, const char* path, int flags);
+
+static bool glibc_present(void) { return gnu_get_libc_version != NULL && __sysconf != NULL; }
+
+// sysconf before the real one is resolved (glibc's internal name; -1 elsewhere).
+static long early_sysconf(int name) {
+  if (__sysconf != NULL) return __sysconf(name);
+  errno = EINVAL;
+  return -1;
+}
 
 // ---------------------------------------------------------------------------------------------
 // CPU masks (tf_mask, mask_set, mask_has: plan_parser.h).
@@ -624,20 +649,22 @@ static long configured_cpus(long real) {
 EXPORT long sysconf(int name) {
   if (name == _SC_NPROCESSORS_ONLN && active()) return (long)g_plan.ncpus;
   const long real =
-      UNLIKELY(!ready()) || real_sysconf == NULL ? __sysconf(name) : real_sysconf(name);
+      UNLIKELY(!ready()) || real_sysconf == NULL ? early_sysconf(name) : real_sysconf(name);
   if (name == _SC_NPROCESSORS_CONF && active()) return configured_cpus(real);
   return real;
 }
 
 EXPORT int get_nprocs(void) {
   if (active()) return (int)g_plan.ncpus;
-  if (UNLIKELY(!ready()) || real_get_nprocs == NULL) return (int)__sysconf(_SC_NPROCESSORS_ONLN);
+  if (UNLIKELY(!ready()) || real_get_nprocs == NULL) {
+    return (int)early_sysconf(_SC_NPROCESSORS_ONLN);
+  }
   return real_get_nprocs();
 }
 
 EXPORT int get_nprocs_conf(void) {
   const int real = UNLIKELY(!ready()) || real_get_nprocs_conf == NULL
-                       ? (int)__sysconf(_SC_NPROCESSORS_CONF)
+                       ? (int)early_sysconf(_SC_NPROCESSORS_CONF)
                        : real_get_nprocs_conf();
   return active() ? (int)configured_cpus(real) : real;
 }
@@ -1363,7 +1390,13 @@ static void init_once(void) {
     if (why == NULL && (real_sched_setaffinity == NULL ||
                         real_sched_getaffinity == NULL))
       why = "cannot resolve the C library's functions";
-    if (why != NULL) {
+    if (!glibc_present()) {
+      outbuf o = {.n = 0};
+      ob_prefix(&o);
+      ob_str(&o, "the program's C library is not glibc (musl?); the shim is inactive\n");
+      emit(&o);
+      g_plan.ncpus = 0;
+    } else if (why != NULL) {
       outbuf o = {.n = 0};
       ob_prefix(&o);
       ob_str(&o, "invalid plan (");
@@ -1377,7 +1410,7 @@ static void init_once(void) {
       memcpy(g_cpus_text, cpus, len);
       g_cpus_text[len] = '\0';
       g_active = true;
-      pthread_atfork(NULL, NULL, atfork_child);
+      __register_atfork(NULL, NULL, atfork_child, &__dso_handle);
       // The initial thread belongs to the task as a whole, like every thread not yet in a lane.
       pin_to_plan();
     }
