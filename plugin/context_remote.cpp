@@ -162,7 +162,9 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
   how.enforce = site.override_env;
   // srun --container (Slurm's OCI support): the program runs in the bundle's root, where the
   // shim's host path is missing unless the site's bundles bind it: preloading it there would
-  // print an ld.so error in every process. Pinning and the variables still reach the container.
+  // print an ld.so error in every process. The pinning still reaches the container, and the
+  // variables do where Slurm gives it the task's environment (see
+  // oci_container_gets_task_environment).
   const bool oci_container = task_getenv(spank, "SLURM_CONTAINER").has_value();
   if (site.shim && !(oci_container && !site.oci_shim)) how.shim = site.shim_path;
   how.containers = oci_container ? ContainerRuntime::none : site.containers;

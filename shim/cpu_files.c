@@ -181,8 +181,15 @@ static view_kind classify(const shim_plan* plan, const char* path) {
   return VIEW_PASS;
 }
 
-// A relative path can only be a file of the view by one of these names: the directory it is
-// relative to is looked up (one readlink) only then, so other openat calls cost nothing more.
+// Past "<digits>/" at *p; false (and *p unspecified) when *p does not start so.
+static bool skip_number_dir(const char** p) {
+  const char* digits = *p;
+  while (**p >= '0' && **p <= '9') ++*p;
+  if (*p == digits || **p != '/') return false;
+  ++*p;
+  return true;
+}
+
 // "/proc/<pid|self|thread-self>/[task/<tid>/]stat": a process's own stat file, which ps, top and
 // psutil open for every process; never /proc/stat, so no need to resolve it.
 static bool per_process_stat(const char* path) {
@@ -198,23 +205,17 @@ static bool per_process_stat(const char* path) {
       named = true;
     }
   }
-  if (!named) {
-    const char* digits = p;
-    while (*p >= '0' && *p <= '9') ++p;
-    if (p == digits || *p != '/') return false;
-    ++p;
-  }
+  if (!named && !skip_number_dir(&p)) return false;
   static const char task[] = "task/";
   if (strncmp(p, task, sizeof task - 1) == 0) {
     p += sizeof task - 1;
-    const char* digits = p;
-    while (*p >= '0' && *p <= '9') ++p;
-    if (p == digits || *p != '/') return false;
-    ++p;
+    if (!skip_number_dir(&p)) return false;
   }
   return strcmp(p, "stat") == 0;
 }
 
+// A relative path can only be a file of the view by one of these names: the directory it is
+// relative to is looked up (one readlink) only then, so other openat calls cost nothing more.
 static bool may_be_in_view(const char* path) {
   if (per_process_stat(path)) return false;
   unsigned cpu = 0;

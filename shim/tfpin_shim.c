@@ -111,7 +111,7 @@ extern long __sysconf(int name) __attribute__((weak));
 // What pthread_atfork (a libc_nonshared.a wrapper) calls; __dso_handle names this object.
 extern int __register_atfork(void (*prepare)(void), void (*parent)(void), void (*child)(void),
                              void* dso_handle) __attribute__((weak));
-extern void* __dso_handle;
+extern void* __dso_handle __attribute__((visibility("hidden")));
 extern const char* gnu_get_libc_version(void) __attribute__((weak));
 
 // glibc's _FORTIFY_SOURCE forms of open (programs built with it call these), declared by
@@ -1410,7 +1410,7 @@ static void init_once(void) {
       memcpy(g_cpus_text, cpus, len);
       g_cpus_text[len] = '\0';
       g_active = true;
-      __register_atfork(NULL, NULL, atfork_child, &__dso_handle);
+      __register_atfork(NULL, NULL, atfork_child, __dso_handle);
       // The initial thread belongs to the task as a whole, like every thread not yet in a lane.
       pin_to_plan();
     }

@@ -226,7 +226,8 @@ std::string shim_bind(std::string_view dir) { return fmt::format("{}:{}:ro", dir
 // "" for a bare file name.
 std::string_view directory_of(std::string_view path) {
   const auto slash = path.rfind('/');
-  return slash == std::string_view::npos ? std::string_view() : path.substr(0, std::max<std::size_t>(slash, 1));
+  if (slash == std::string_view::npos) return {};
+  return path.substr(0, std::max<std::size_t>(slash, 1));
 }
 
 // Drops the shim's entries from the preload list in `name`; unsets it when nothing else is left.
@@ -258,13 +259,15 @@ void withdraw_environment(const EnvAccess& env) {
   for (const auto& [name, value] : outer) {
     if (still_tfpins(outer, name, env.get(name))) env.unset(name);
   }
-  std::set<std::string> shim_dirs;
-  for (const std::string& dir : strip_shim_from_preload(env, "LD_PRELOAD")) shim_dirs.insert(dir);
+  std::set<std::string> shim_binds;  // what forward_to_containers bound for each copy of the shim
+  auto strip = [&](const std::string& name) {
+    for (const std::string& dir : strip_shim_from_preload(env, name))
+      shim_binds.insert(shim_bind(dir));
+  };
+  strip("LD_PRELOAD");
   for (const ContainerNames& names : container_names) {
-    for (const std::string& dir :
-         strip_shim_from_preload(env, fmt::format("{}LD_PRELOAD", names.env_prefix))) {
-      shim_dirs.insert(dir);
-    }
+    strip(fmt::format("{}LD_PRELOAD", names.env_prefix));
+    env.unset(fmt::format("{}{}", names.env_prefix, env_exported));
   }
   for (const ContainerNames& names : container_names) {
     const std::string bind_path(names.bind_path);
@@ -272,9 +275,7 @@ void withdraw_environment(const EnvAccess& env) {
     if (!binds) continue;
     std::string kept;
     for (const std::string_view bind : split(*binds, ",")) {
-      if (!shim_dirs.contains(std::string(bind)) &&
-          std::none_of(shim_dirs.begin(), shim_dirs.end(),
-                       [&](const std::string& dir) { return bind == shim_bind(dir); })) {
+      if (!shim_binds.contains(std::string(bind))) {
         kept += fmt::format("{}{}", kept.empty() ? "" : ",", bind);
       }
     }
@@ -284,9 +285,6 @@ void withdraw_environment(const EnvAccess& env) {
       env.set(bind_path, kept);
     }
   }
-  for (const ContainerNames& names : container_names) {
-    env.unset(fmt::format("{}{}", names.env_prefix, env_exported));
-  }
   env.unset(std::string(env_exported));
 }
 
@@ -294,8 +292,7 @@ std::string forward_to_containers(ContainerRuntime runtime, const std::vector<En
                                   const std::optional<std::string>& shim, bool enforce,
                                   const EnvAccess& env) {
   if (runtime == ContainerRuntime::none) return "";
-  const ContainerNames& names =
-      container_names[runtime == ContainerRuntime::apptainer ? 0 : 1];
+  const ContainerNames& names = container_names[runtime == ContainerRuntime::apptainer ? 0 : 1];
   std::string warning;
   const std::string exported = env.get(std::string(env_exported)).value_or("");
   const Recorded outer = recorded_exports(env.get);
