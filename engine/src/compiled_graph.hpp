@@ -55,6 +55,8 @@ struct CompiledGraph {
   std::vector<std::pair<dnnl::memory, int>> output_memories;  // (memory, output index)
   // Kernel steps: their arguments' data pointers, refreshed at setup (inputs and outputs move).
   std::vector<std::vector<void*>> kernel_data;
+  // By step, by alternative: the same for alternatives that are kernels.
+  std::vector<std::vector<std::vector<void*>>> alternative_kernel_data;
 
   // Validates, fuses, lowers to oneDNN, plans memory and binds every argument. Throws Failure
   // (and lets std::bad_alloc and dnnl::error through).

@@ -215,12 +215,18 @@ void Executor::execute(Lane& lane, int index, std::uint64_t run) {
   // region by it when they run).
   if (step.threads != intra) omp_set_num_threads(static_cast<int>(step.threads));
   try {
-    if (step.kernel) {
-      step.kernel(KernelCall{graph_.kernel_data[i], run});
+    const std::size_t choice = kernel_choice_[i];
+    const Kernel* alternative_kernel =
+        choice != 0 && step.alternatives[choice - 1].kernel ? &step.alternatives[choice - 1].kernel
+                                                            : nullptr;
+    if (alternative_kernel != nullptr) {
+      (*alternative_kernel)(
+          KernelCall{graph_.alternative_kernel_data[i][choice - 1], run, lane.scratch.get()});
+    } else if (step.kernel) {
+      step.kernel(KernelCall{graph_.kernel_data[i], run, lane.scratch.get()});
     } else {
       // The C API with the arguments built at start-up: primitive::execute would rebuild them from
       // a map on every call.
-      const std::size_t choice = kernel_choice_[i];
       const std::vector<dnnl_exec_arg_t>& args =
           choice != 0 ? lane.alternative_args[i][choice - 1] : lane.args[i];
       const dnnl::primitive& primitive =

@@ -86,14 +86,16 @@ struct Arg {
 struct KernelCall {
   std::span<void* const> data;
   std::uint64_t run = 0;
+  std::byte* scratch = nullptr;  // the lane's scratchpad: Step::scratchpad_bytes of it
 };
 using Kernel = std::function<void(const KernelCall&)>;
 
-// Another kernel computing the same step (Winograd's direct counterpart, or oneDNN's other
-// Winograd tile size), on the same buffers but its own weights: the executor times every
-// candidate in its first runs and keeps the fastest.
+// Another kernel computing the same step (Winograd's direct counterpart, oneDNN's other Winograd
+// tile size, tfpin's own Winograd), on the same buffers but its own weights: the executor times
+// every candidate in its first runs and keeps the fastest.
 struct Alternative {
   dnnl::primitive primitive;
+  Kernel kernel;  // instead of the primitive
   std::vector<Arg> args;
   std::uint64_t scratchpad_bytes = 0;
   std::string impl;

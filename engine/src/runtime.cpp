@@ -131,10 +131,20 @@ Status Runtime::setup(std::span<const ExternalInput> inputs,
     memory.set_data_handle(out[static_cast<std::size_t>(io)]);
   }
   graph.kernel_data.assign(graph.steps.size(), {});
+  graph.alternative_kernel_data.assign(graph.steps.size(), {});
   for (std::size_t s = 0; s < graph.steps.size(); ++s) {
-    if (!graph.steps[s].kernel) continue;
-    for (const dnnl::memory& memory : graph.memories[s]) {
-      graph.kernel_data[s].push_back(memory.get_data_handle());
+    const Step& step = graph.steps[s];
+    if (step.kernel) {
+      for (const dnnl::memory& memory : graph.memories[s]) {
+        graph.kernel_data[s].push_back(memory.get_data_handle());
+      }
+    }
+    for (std::size_t k = 0; k < step.alternatives.size(); ++k) {
+      auto& data = graph.alternative_kernel_data[s].emplace_back();
+      if (!step.alternatives[k].kernel) continue;
+      for (const dnnl::memory& memory : graph.alternative_memories[s][k]) {
+        data.push_back(memory.get_data_handle());
+      }
     }
   }
   impl.is_set_up = true;

@@ -2,6 +2,7 @@
 // activations and sum (residual add).
 #include "../schedule.hpp"
 #include "common.hpp"
+#include "winograd.hpp"
 
 namespace tfpin::engine::detail {
 
@@ -241,7 +242,10 @@ static void lower_convolution(Lowering& l, int node) {
     alt.impl = impl != nullptr ? impl : "";
     step.alternatives.push_back(std::move(alt));
   }
-  if (!timed.empty()) ++l.report.timed_choices;
+  // tfpin's own Winograd kernel, timed in every case: it is what 3x3 layers have where oneDNN
+  // offers no Winograd (AVX2, oneDNN 3), and beside oneDNN's otherwise.
+  const bool own_winograd = add_winograd_alternative(l, node, step, pd.src_desc(), pd.dst_desc());
+  if (!timed.empty() || own_winograd) ++l.report.timed_choices;
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1] * od[2] * od[3]) *

@@ -1,0 +1,62 @@
+// tfpin's own Winograd F(4x4, 3x3) convolution, the vectorised parts (winograd_kernels.cpp, built
+// once per ISA: the channel block of the activations' layout is one vector register, 8 floats
+// with AVX2 and 16 with AVX-512). The driver and the weight transform are in winograd.cpp.
+//
+// Layouts: activations nChw{V}c (V = the vector width), weights transformed once into
+// U[36][K][C] grouped by output-channel blocks (U[p] + k0 * C holds the block's [C][width]), the
+// per-thread scratch V[36][tiles][C] and M[36][tiles][K] (channels contiguous: the product of one
+// of the 36 positions is a matrix product of tiles x C by C x K).
+#pragma once
+
+#include <cstdint>
+
+namespace tfpin::engine::detail {
+
+struct WinogradLayer {
+  std::int64_t batch = 0;
+  std::int64_t in_channels = 0;
+  std::int64_t height = 0;
+  std::int64_t width = 0;
+  std::int64_t out_channels = 0;
+  std::int64_t out_height = 0;
+  std::int64_t out_width = 0;
+  std::int64_t pad_top = 0;
+  std::int64_t pad_left = 0;
+  std::int64_t tiles_high = 0;  // output tiles of 4x4 per image: ceil(out / 4)
+  std::int64_t tiles_wide = 0;
+};
+
+// What follows the convolution, in order (bias first, as oneDNN adds it).
+enum class WinogradPostOp : std::uint8_t { sum, relu };
+struct WinogradOutputOps {
+  const float* bias = nullptr;
+  WinogradPostOp ops[4] = {};
+  int count = 0;
+};
+
+// The 6x6 input tiles' positions handled by one multiply: tile rows per micro-kernel call.
+constexpr int winograd_tile_rows = 6;
+
+struct WinogradKernels {
+  int vector_floats = 0;      // the ISA's channel block
+  int max_block_vectors = 0;  // output channels per micro-kernel call, in vectors
+  // Transforms tiles [first, first + count) (all channels) into V[36][padded][C]; tiles from
+  // count to padded (a multiple of winograd_tile_rows) are zero.
+  void (*input)(const WinogradLayer& layer, const float* src, std::int64_t first, int count,
+                int padded, float* v);
+  // M[p][t][k_begin, k_end) = V[p][t][:] U[p][:][k_begin, k_end), for t < padded; k_begin and
+  // k_end on the output-channel blocks of U (multiples of max_block_vectors * vector_floats, or
+  // the end).
+  void (*multiply)(const WinogradLayer& layer, const float* v, const float* u, int padded,
+                   std::int64_t k_begin, std::int64_t k_end, float* m);
+  // The output tiles [first, first + count), channels [k_begin, k_end), from M, with the ops.
+  void (*output)(const WinogradLayer& layer, const float* m, const WinogradOutputOps& ops,
+                 std::int64_t first, int count, int padded, std::int64_t k_begin,
+                 std::int64_t k_end, float* dst);
+};
+
+// Built with -mavx2 -mfma and -mavx512f: call only where the CPU has them.
+const WinogradKernels& winograd_kernels_avx2();
+const WinogradKernels& winograd_kernels_avx512();
+
+}  // namespace tfpin::engine::detail

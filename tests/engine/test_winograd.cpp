@@ -1,0 +1,240 @@
+// tfpin's own Winograd F(4x4, 3x3) convolution (engine/src/ops/winograd.cpp), seen through the
+// runtime: it is a timed alternative, so the executor's trial runs use each candidate kernel in
+// turn (run r uses candidate (r - 1) mod n) and every trial run's output is checked.
+//
+// Error bound: F(4x4, 3x3) in float computes each output with an error of at most
+// winograd_error_bound times sum |x| |w| over the output's 3x3xC window (its transforms scale the
+// input by up to 10 and the weights by up to 1/4 per row and column before the sum, and 36
+// products replace 9). Checked per output against a double-precision naive convolution, for the
+// direct candidates too.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+#include "tfpin/engine/models.hpp"
+#include "tfpin/engine/runtime.hpp"
+#include "tfpin/engine/version.hpp"
+
+namespace tfpin::engine {
+namespace {
+
+using testing::close;
+using testing::random_vector;
+
+constexpr double winograd_error_bound = 1e-5;
+
+bool is_tfpin_winograd(const std::string& kernel) { return kernel.rfind("tfpin_wino", 0) == 0; }
+
+struct Layer {
+  std::int64_t n, c, h, w, k;
+  std::array<std::int64_t, 4> padding;  // top, left, bottom, right
+  bool bias;
+  bool residual;  // + a residual input of the output's shape, fused as a sum post-op
+  bool relu;
+};
+
+std::string describe(const Layer& l) {
+  return fmt::format("{}x{}x{}x{} -> {} pad [{}] bias={} residual={} relu={}", l.n, l.c, l.h, l.w,
+                     l.k, fmt::join(l.padding, ","), l.bias, l.residual, l.relu);
+}
+
+// The naive convolution in double, with bias, residual and ReLU, and per output the sum of
+// |x| |w| over its window (the scale of the rounding error).
+struct Expected {
+  std::vector<double> y;
+  std::vector<double> magnitude;
+};
+
+Expected naive(const Layer& l, std::int64_t oh, std::int64_t ow, const std::vector<float>& x,
+               const std::vector<float>& w, const std::vector<float>& b,
+               const std::vector<float>& residual) {
+  Expected e;
+  e.y.assign(static_cast<std::size_t>(l.n * l.k * oh * ow), 0);
+  e.magnitude.assign(e.y.size(), 0);
+  for (std::int64_t n = 0; n < l.n; ++n) {
+    for (std::int64_t k = 0; k < l.k; ++k) {
+      for (std::int64_t y = 0; y < oh; ++y) {
+        for (std::int64_t xo = 0; xo < ow; ++xo) {
+          double sum = l.bias ? b[static_cast<std::size_t>(k)] : 0.0;
+          double mag = l.bias ? std::abs(b[static_cast<std::size_t>(k)]) : 0.0;
+          for (std::int64_t c = 0; c < l.c; ++c) {
+            for (std::int64_t i = 0; i < 3; ++i) {
+              const std::int64_t iy = y + i - l.padding[0];
+              if (iy < 0 || iy >= l.h) continue;
+              for (std::int64_t j = 0; j < 3; ++j) {
+                const std::int64_t ix = xo + j - l.padding[1];
+                if (ix < 0 || ix >= l.w) continue;
+                const double xv = x[static_cast<std::size_t>(((n * l.c + c) * l.h + iy) * l.w + ix)];
+                const double wv = w[static_cast<std::size_t>(((k * l.c + c) * 3 + i) * 3 + j)];
+                sum += xv * wv;
+                mag += std::abs(xv * wv);
+              }
+            }
+          }
+          const auto at = static_cast<std::size_t>(((n * l.k + k) * oh + y) * ow + xo);
+          if (l.residual) {
+            sum += residual[at];
+            mag += std::abs(residual[at]);
+          }
+          e.y[at] = l.relu ? std::max(sum, 0.0) : sum;
+          e.magnitude[at] = mag;
+        }
+      }
+    }
+  }
+  return e;
+}
+
+::testing::AssertionResult within_bound(const std::vector<float>& got, const Expected& want) {
+  std::size_t bad = 0;
+  std::size_t worst = 0;
+  double worst_ratio = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double error = std::abs(got[i] - want.y[i]);
+    const double ratio = error / (want.magnitude[i] + 1e-30);
+    if (!(ratio <= winograd_error_bound)) ++bad;
+    if (!(ratio <= worst_ratio)) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess() << "worst error/magnitude " << worst_ratio;
+  return ::testing::AssertionFailure()
+         << bad << " of " << got.size() << " outputs beyond the bound; worst at " << worst
+         << ": got " << got[worst] << ", want " << want.y[worst] << " (error / sum|x||w| "
+         << worst_ratio << ")";
+}
+
+// Every trial run's output (one per candidate kernel, then the kept one), and the candidates.
+struct Trials {
+  std::vector<std::vector<float>> outputs;  // by run
+  std::vector<KernelChoice> choices;
+};
+
+Trials run_trials(const Graph& g, const std::map<std::string, std::vector<float>>& inputs,
+                  unsigned intra, int runs, bool winograd = true) {
+  CompileOptions options;
+  options.lanes = 1;
+  options.intra = intra;
+  options.winograd = winograd;
+  std::unique_ptr<Runtime> rt;
+  const Status created = Runtime::create(g, options, &rt);
+  EXPECT_TRUE(created.ok()) << created.to_string();
+  Trials t;
+  if (!created.ok()) return t;
+  std::vector<ExternalInput> in;
+  for (const TensorInfo& info : rt->inputs()) in.push_back({info.name, inputs.at(info.name).data()});
+  std::vector<float> y(rt->outputs().at(0).elements());
+  const ExternalOutput out[] = {{rt->outputs().at(0).name, y.data()}};
+  EXPECT_TRUE(rt->setup(in, out).ok());
+  for (int r = 0; r < runs; ++r) {
+    std::fill(y.begin(), y.end(), std::nanf(""));
+    const Status s = rt->run();
+    EXPECT_TRUE(s.ok()) << s.to_string();
+    t.outputs.push_back(y);
+  }
+  t.choices = rt->report().kernel_choices;
+  return t;
+}
+
+class WinogradLayerTest : public ::testing::TestWithParam<Layer> {};
+
+TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
+  const Layer l = GetParam();
+  const std::int64_t oh = l.h + l.padding[0] + l.padding[2] - 2;
+  const std::int64_t ow = l.w + l.padding[1] + l.padding[3] - 2;
+  const auto x = random_vector(static_cast<std::size_t>(l.n * l.c * l.h * l.w), 1);
+  const auto w = random_vector(static_cast<std::size_t>(l.k * l.c * 9), 2, -0.5f, 0.5f);
+  const auto b = random_vector(static_cast<std::size_t>(l.k), 3);
+  const auto r = random_vector(static_cast<std::size_t>(l.n * l.k * oh * ow), 4);
+  Graph g;
+  const TensorId input = g.input("x", {l.n, l.c, l.h, l.w});
+  const TensorId weights = g.constant("w", {l.k, l.c, 3, 3}, w);
+  const TensorId bias = l.bias ? g.constant("b", {l.k}, b) : no_tensor;
+  Conv2D attrs;
+  attrs.padding = l.padding;
+  TensorId y = g.convolution(input, weights, bias, attrs, "conv");
+  std::map<std::string, std::vector<float>> inputs{{"x", x}};
+  if (l.residual) {
+    y = g.add(y, g.input("residual", {l.n, l.k, oh, ow}));
+    inputs["residual"] = r;
+  }
+  if (l.relu) y = g.relu(y);
+  g.output(y, "y");
+  const Expected want = naive(l, oh, ow, x, w, b, r);
+
+  for (unsigned intra : {1u, 2u}) {
+    SCOPED_TRACE(describe(l) + fmt::format(", {} threads", intra));
+    const Trials t = run_trials(g, inputs, intra, 12);
+    ASSERT_EQ(t.choices.size(), 1U) << "the convolution is a timed choice";
+    const auto& candidates = t.choices[0].candidates;
+    const auto ours = std::find_if(candidates.begin(), candidates.end(),
+                                   [](const auto& c) { return is_tfpin_winograd(c.kernel); });
+    ASSERT_NE(ours, candidates.end()) << "tfpin's Winograd is not among the candidates";
+    ASSERT_LE(3 * candidates.size(), t.outputs.size());
+    for (std::size_t k = 0; k < candidates.size(); ++k) {
+      EXPECT_TRUE(within_bound(t.outputs[k], want)) << candidates[k].kernel;
+    }
+    // The kept kernel's output is a candidate's, bit for bit.
+    EXPECT_TRUE(std::any_of(t.outputs.begin(), t.outputs.begin() + candidates.size(),
+                            [&](const auto& o) { return o == t.outputs.back(); }));
+  }
+}
+
+// Channels are whole vectors of either ISA (16 floats); the output-channel counts give the AVX-512
+// micro-kernel's full block (64), its 1-3 vector tails and AVX2's blocks of 16.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, WinogradLayerTest,
+    ::testing::Values(Layer{2, 16, 14, 14, 32, {1, 1, 1, 1}, true, false, true},
+                      Layer{1, 32, 13, 9, 48, {1, 1, 1, 1}, false, false, false},
+                      Layer{3, 16, 12, 12, 16, {0, 0, 0, 0}, true, true, true},
+                      Layer{1, 64, 7, 7, 96, {1, 1, 1, 1}, true, true, false},
+                      Layer{2, 16, 9, 11, 80, {1, 0, 2, 1}, true, false, true},
+                      Layer{1, 16, 3, 3, 16, {1, 1, 1, 1}, false, false, true},
+                      Layer{4, 128, 17, 17, 128, {1, 1, 1, 1}, true, true, true}),
+    [](const ::testing::TestParamInfo<Layer>& p) { return fmt::format("shape{}", p.index); });
+
+TEST(Winograd, OfferedOnlyWhereItApplies) {
+  auto layer = [](std::int64_t c, std::int64_t kernel, std::int64_t stride, std::int64_t groups) {
+    Graph g;
+    const TensorId x = g.input("x", {1, c, 12, 12});
+    Conv2D attrs;
+    attrs.stride = {stride, stride};
+    attrs.padding = {1, 1, 1, 1};
+    attrs.groups = groups;
+    const auto weights = random_vector(static_cast<std::size_t>(32 * c / groups * kernel * kernel), 5);
+    g.output(g.convolution(x, g.constant("w", {32, c / groups, kernel, kernel}, weights),
+                           no_tensor, attrs, "conv"),
+             "y");
+    return g;
+  };
+  auto offered = [](const Graph& g, bool winograd) {
+    const std::int64_t c = g.tensors().front().dims[1];
+    std::map<std::string, std::vector<float>> inputs{
+        {"x", random_vector(static_cast<std::size_t>(12 * 12 * c), 6)}};
+    for (const KernelChoice& choice : run_trials(g, inputs, 2, 12, winograd).choices) {
+      for (const auto& candidate : choice.candidates) {
+        if (is_tfpin_winograd(candidate.kernel)) return true;
+      }
+    }
+    return false;
+  };
+  EXPECT_TRUE(offered(layer(16, 3, 1, 1), true));
+  EXPECT_FALSE(offered(layer(16, 3, 1, 1), false)) << "the option turns it off";
+  EXPECT_FALSE(offered(layer(16, 3, 2, 1), true)) << "stride 2";
+  EXPECT_FALSE(offered(layer(16, 5, 1, 1), true)) << "5x5";
+  EXPECT_FALSE(offered(layer(16, 3, 1, 2), true)) << "groups";
+  EXPECT_FALSE(offered(layer(12, 3, 1, 1), true)) << "channels in no whole vector";
+}
+
+}  // namespace
+}  // namespace tfpin::engine
