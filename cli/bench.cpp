@@ -495,8 +495,10 @@ Timing run_steps(engine::Runtime& runtime, const BenchCommand& bench, const Benc
   };
   if (printing) fmt::print("Running warm up\n");
   std::fflush(stdout);
-  for (unsigned i = 0; i < settings.warmup; ++i) {
-    if (progress) fmt::print(stderr, "\rwarm-up {}/{}", i + 1, settings.warmup);
+  // Never time the runs that try candidate kernels (the slower ones run there).
+  const unsigned warmup = std::max(settings.warmup, runtime.report().trial_runs);
+  for (unsigned i = 0; i < warmup; ++i) {
+    if (progress) fmt::print(stderr, "\rwarm-up {}/{}", i + 1, warmup);
     run_step("warm-up", i);
   }
   runtime.take_trace();  // keep only the timed steps
@@ -586,7 +588,8 @@ Timing run_streams(std::vector<Stream>& streams, const ThreadSettings& threads,
       Stream& stream = streams[k];
       place_stream_thread(threads.lane_cpus.at(k));
       stream.cpus_allowed = kernel_cpus_allowed("/proc/thread-self/status");
-      for (unsigned i = 0; i < settings.warmup && stream.error.empty(); ++i) {
+      const unsigned warmup = std::max(settings.warmup, stream.runtime->report().trial_runs);
+      for (unsigned i = 0; i < warmup && stream.error.empty(); ++i) {
         const engine::Status s = stream.runtime->run();
         if (!s.ok()) stream.error = fmt::format("warm-up step {} failed: {}", i + 1, s.to_string());
       }
@@ -722,6 +725,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
                   {"wide_steps", report.wide_steps},
                   {"narrow_steps", report.narrow_steps},
                   {"timed_choices", report.timed_choices},
+                  {"trial_runs", report.trial_runs},
                   {"winograd_convolutions", report.winograd_convolutions},
                   {"folded_batch_norms", report.folded_batch_norms},
                   {"fused_relus", report.fused_relus},

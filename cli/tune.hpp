@@ -24,7 +24,7 @@ struct TuneCommand {
   std::string threads;  // list; default: every allowed core
   std::string interop;  // list; default: every divisor of each thread count
   std::string num_batches = "20";
-  std::string num_warmup_batches = "10";  // covers the kernel trials (3 x 3 runs at most)
+  std::string num_warmup_batches = "10";  // tfpin bench adds runs to cover the kernel trials
   std::string cpuset;
   std::string topology;
   std::string plot;

@@ -100,6 +100,7 @@ void Executor::start() {
     most_candidates = std::max(most_candidates, candidates);
   }
   trial_runs_ = most_candidates > 1 ? 3 * most_candidates : 0;
+  graph_.report.trial_runs = static_cast<unsigned>(trial_runs_);
   for (unsigned i = 0; i < graph_.options.lanes; ++i) lanes_.push_back(make_lane(i));
   for (auto& lane : lanes_) {
     Lane* self = lane.get();

@@ -236,5 +236,51 @@ TEST(Winograd, OfferedOnlyWhereItApplies) {
   EXPECT_FALSE(offered(layer(12, 3, 1, 1), true)) << "channels in no whole vector";
 }
 
+class WinogradModelTest : public ::testing::TestWithParam<Model> {};
+
+// A whole model with every layer that has tfpin's Winograd as a candidate running it: trial run r
+// runs candidate (r - 1) mod n of a step with n, and tfpin's is the last, so in run r = the least
+// common multiple of every such step's n (within the 3 max(n) trial runs) all of them run it.
+TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
+  const Model model = GetParam();
+  const std::int64_t batch = model == Model::alexnet || model == Model::googlenet ? 2 : 1;
+  const std::int64_t s = image_size(model);
+  const std::vector<std::int64_t> dims{batch, 3, s, s};
+  const std::map<std::string, std::vector<float>> inputs{
+      {"images", reference::nchw_to_nhwc(
+                     random_vector(static_cast<std::size_t>(batch * 3 * s * s), 99), dims)}};
+  const Graph g = build_model(model, batch, Layout::nhwc);
+  const Trials t = run_trials(g, inputs, 2, 3 * 4 + 2);
+  ASSERT_FALSE(t.outputs.empty());
+  std::size_t run = 1;
+  std::size_t layers = 0;
+  for (const KernelChoice& c : t.choices) {
+    if (!is_tfpin_winograd(c.candidates.back().kernel)) continue;
+    ++layers;
+    run = std::lcm(run, c.candidates.size());
+  }
+  // ResNet-50's 13 3x3 stride-1 layers, Inception's, VGG's, GoogLeNet's; AlexNet's three 3x3
+  // layers at 13x13.
+  ASSERT_GE(layers, 3U) << "too few layers have tfpin's Winograd as a candidate";
+  ASSERT_LE(run, t.outputs.size() - 2) << "no trial run has every layer on tfpin's Winograd";
+  for (const KernelChoice& c : t.choices) {
+    if (is_tfpin_winograd(c.candidates.back().kernel)) {
+      ASSERT_EQ((run - 1) % c.candidates.size(), c.candidates.size() - 1) << c.step;
+    }
+  }
+  const std::vector<float>& compiled = t.outputs.front();  // every step's compiled kernel
+  const std::vector<float>& winograd = t.outputs[run - 1];
+  EXPECT_TRUE(close(winograd, compiled, 2e-3, 2e-4)) << layers << " layers on tfpin's Winograd";
+  EXPECT_NE(winograd, compiled);
+  for (const float p : winograd) ASSERT_TRUE(std::isfinite(p));
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, WinogradModelTest,
+                         ::testing::Values(Model::resnet50, Model::inception3, Model::vgg16,
+                                           Model::googlenet, Model::alexnet),
+                         [](const ::testing::TestParamInfo<Model>& param) {
+                           return std::string(to_string(param.param));
+                         });
+
 }  // namespace
 }  // namespace tfpin::engine

@@ -76,9 +76,10 @@ struct CompileOptions {
   // Cores of each lane (OS cpu indices); empty = do not pin. When given: one entry per lane.
   std::vector<std::vector<unsigned>> lane_cpus;
   bool fusion = true;  // fold batch norm, fuse bias/ReLU/residual add into convolutions
-  // Let oneDNN use Winograd (F(4x4, 3x3)) for 3x3 stride-1 convolutions where its heuristics say it
-  // is faster than direct convolution (oneDNN's convolution_auto). Fewer multiplications, slightly
-  // larger rounding error (about 1e-4 relative).
+  // Winograd for 3x3 stride-1 inference convolutions: tfpin's own F(4x4, 3x3) (AVX2, AVX-512) and
+  // oneDNN's (2.x on AVX-512), timed against the direct kernel in the first runs. Fewer
+  // multiplications, a larger rounding error (at most 1e-5 of the sum of |x w| per output, tested;
+  // about 1e-4 relative).
   bool winograd = true;
   // Convolutions in the blocked layout of oneDNN's direct kernels for the effective ISA (nChw16c
   // with AVX-512, nChw8c with AVX2); false lets oneDNN choose (2.6 then mostly picks its brgemm
@@ -126,10 +127,13 @@ struct CompileReport {
   int reorders = 0;      // of which layout conversions
   int wide_steps = 0;    // nodes run on every lane's cores (CompileOptions::elastic_threads)
   int narrow_steps = 0;  // nodes run on one thread though the lane has more
-  // Small 3x3 convolutions whose kernel (oneDNN's Winograd tile sizes or direct) is chosen by
-  // timing each in the first runs, and the convolutions that run Winograd (after those runs: the
-  // kernels kept).
+  // 3x3 convolutions whose kernel (tfpin's Winograd, oneDNN's Winograd tile sizes, direct) is
+  // chosen by timing each in the first runs, and the convolutions that run Winograd (after those
+  // runs: the kernels kept).
   int timed_choices = 0;
+  // The first runs that time those candidates (3 x the most candidates of a step; 0 without
+  // timed choices): a benchmark warms up at least this long.
+  unsigned trial_runs = 0;
   int winograd_convolutions = 0;
   std::vector<KernelChoice> kernel_choices;  // filled when the timed runs are over
   int folded_batch_norms = 0;
