@@ -94,12 +94,35 @@ void Executor::start() {
   step_us_.assign(n, 0.0);
   best_trial_us_.assign(n, {});
   std::size_t most_candidates = 1;
+  bool forced = false;
+  const std::string& force = graph_.options.force_kernel;
   for (std::size_t s = 0; s < n; ++s) {
-    const std::size_t candidates = 1 + graph_.steps[s].alternatives.size();
+    Step& step = graph_.steps[s];
+    const std::size_t candidates = 1 + step.alternatives.size();
+    if (!force.empty() && candidates > 1) {
+      for (std::size_t k = 0; k < candidates; ++k) {
+        const std::string& impl = k == 0 ? step.impl : step.alternatives[k - 1].impl;
+        if (impl.rfind(force, 0) != 0) continue;
+        kernel_choice_[s] = k;
+        if (k != 0) std::swap(step.impl, step.alternatives[k - 1].impl);
+        forced = true;
+        break;
+      }
+      if (kernel_choice_[s] != 0 || step.impl.rfind(force, 0) == 0) {
+        best_trial_us_[s].assign(1, 0.0);  // not timed
+        continue;
+      }
+    }
     best_trial_us_[s].assign(candidates, 1e300);
     most_candidates = std::max(most_candidates, candidates);
   }
   trial_runs_ = most_candidates > 1 ? 3 * most_candidates : 0;
+  if (forced) {
+    int winograd = 0;
+    for (const Step& step : graph_.steps) winograd += step.impl.find("wino") != std::string::npos;
+    graph_.report.winograd_convolutions = winograd;
+    if (trial_runs_ == 0) release_unkept_weights();
+  }
   graph_.report.trial_runs = static_cast<unsigned>(trial_runs_);
   for (unsigned i = 0; i < graph_.options.lanes; ++i) lanes_.push_back(make_lane(i));
   for (auto& lane : lanes_) {

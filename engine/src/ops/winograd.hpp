@@ -1,13 +1,13 @@
-// tfpin's own Winograd F(4x4, 3x3) convolution (winograd.cpp): a timed alternative of 3x3
-// stride-1 inference convolutions, for CPUs and oneDNN builds without oneDNN's Winograd (AVX2;
-// oneDNN 3.x on any ISA).
+// tfpin's own Winograd F(4x4, 3x3) and F(6x6, 3x3) convolutions (winograd.cpp): timed
+// alternatives of 3x3 stride-1 inference convolutions, for CPUs and oneDNN builds without oneDNN's
+// Winograd (AVX2; oneDNN 3.x on any ISA).
 #pragma once
 
 #include "../lowering.hpp"
 
 namespace tfpin::engine::detail {
 
-// Adds the kernel to `step` (the convolution `node`, already given its primary kernel, whose
+// Adds both kernels to `step` (the convolution `node`, already given its primary kernel, whose
 // arguments are src, weights[, bias], dst) as an alternative where it applies: inference,
 // 3x3 stride 1, no groups or dilation, bias, ReLU and sum post-ops only, channels in whole
 // vectors, and src and dst in the channel-blocked layout of the ISA (nChw8c with AVX2, nChw16c

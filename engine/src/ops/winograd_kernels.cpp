@@ -29,27 +29,67 @@ inline vec load(const float* p) { return *reinterpret_cast<const vec*>(p); }
 inline void store(float* p, vec x) { *reinterpret_cast<vec*>(p) = x; }
 inline vec splat(float x) { return x - vec{}; }  // x - 0 is x (x + 0 is not, for -0)
 
-// B^T d for one column of a 6x6 input tile (Lavin and Gray's F(4x4, 3x3), points 0, +-1, +-2).
-inline void input_column(const vec d[6], vec r[6]) {
-  r[0] = 4 * d[0] - 5 * d[2] + d[4];
-  r[1] = d[3] + d[4] - 4 * (d[1] + d[2]);
-  r[2] = 4 * (d[1] - d[2]) + d[4] - d[3];
-  r[3] = 2 * (d[3] - d[1]) + d[4] - d[2];
-  r[4] = 2 * (d[1] - d[3]) + d[4] - d[2];
-  r[5] = 4 * d[1] - 5 * d[3] + d[5];
-}
+// B^T d for one column of an input tile, A^T m for one column of a product tile (Lavin and Gray).
+// F(4x4, 3x3): 6x6 tiles, points 0, +-1, +-2 and infinity.
+template <int m>
+struct Transforms;
 
-// A^T m for one column of a 6x6 product tile.
-inline void output_column(const vec m[6], vec o[4]) {
-  const vec a = m[1] + m[2];
-  const vec b = m[1] - m[2];
-  const vec c = m[3] + m[4];
-  const vec d = m[3] - m[4];
-  o[0] = m[0] + a + c;
-  o[1] = b + 2 * d;
-  o[2] = a + 4 * c;
-  o[3] = b + 8 * d + m[5];
-}
+template <>
+struct Transforms<4> {
+  static void input(const vec d[6], vec r[6]) {
+    r[0] = 4 * d[0] - 5 * d[2] + d[4];
+    r[1] = d[3] + d[4] - 4 * (d[1] + d[2]);
+    r[2] = 4 * (d[1] - d[2]) + d[4] - d[3];
+    r[3] = 2 * (d[3] - d[1]) + d[4] - d[2];
+    r[4] = 2 * (d[1] - d[3]) + d[4] - d[2];
+    r[5] = 4 * d[1] - 5 * d[3] + d[5];
+  }
+  static void output(const vec p[6], vec o[4]) {
+    const vec a = p[1] + p[2];
+    const vec b = p[1] - p[2];
+    const vec c = p[3] + p[4];
+    const vec d = p[3] - p[4];
+    o[0] = p[0] + a + c;
+    o[1] = b + 2 * d;
+    o[2] = a + 4 * c;
+    o[3] = b + 8 * d + p[5];
+  }
+};
+
+// F(6x6, 3x3): 8x8 tiles, points 0, +-1, +-2, +-1/2 and infinity (the rows pair up as a +- b).
+template <>
+struct Transforms<6> {
+  static void input(const vec d[8], vec r[8]) {
+    r[0] = d[0] - d[6] + 5.25f * (d[4] - d[2]);
+    r[7] = d[7] - d[1] + 5.25f * (d[3] - d[5]);
+    vec a = d[2] + d[6] - 4.25f * d[4];
+    vec b = d[1] + d[5] - 4.25f * d[3];
+    r[1] = a + b;
+    r[2] = a - b;
+    a = 0.25f * d[2] - 1.25f * d[4] + d[6];
+    b = 0.5f * d[1] - 2.5f * d[3] + 2 * d[5];
+    r[3] = a + b;
+    r[4] = a - b;
+    a = 4 * d[2] - 5 * d[4] + d[6];
+    b = 2 * d[1] - 2.5f * d[3] + 0.5f * d[5];
+    r[5] = a + b;
+    r[6] = a - b;
+  }
+  static void output(const vec p[8], vec o[6]) {
+    const vec a = p[1] + p[2];
+    const vec b = p[1] - p[2];
+    const vec c = p[3] + p[4];
+    const vec d = p[3] - p[4];
+    const vec e = p[5] + p[6];
+    const vec f = p[5] - p[6];
+    o[0] = p[0] + a + c + e;
+    o[1] = b + 2 * d + 0.5f * f;
+    o[2] = a + 4 * c + 0.25f * e;
+    o[3] = b + 8 * d + 0.125f * f;
+    o[4] = a + 16 * c + 0.0625f * e;
+    o[5] = b + 32 * d + 0.03125f * f + p[7];
+  }
+};
 
 struct TilePlace {
   std::int64_t image;
@@ -57,54 +97,55 @@ struct TilePlace {
   std::int64_t x;
 };
 
-inline TilePlace place_of(const WinogradLayer& l, std::int64_t tile) {
+template <int m>
+TilePlace place_of(const WinogradLayer& l, std::int64_t tile) {
   const std::int64_t per_image = l.tiles_high * l.tiles_wide;
   const std::int64_t in_image = tile % per_image;
-  return {tile / per_image, 4 * (in_image / l.tiles_wide), 4 * (in_image % l.tiles_wide)};
+  return {tile / per_image, m * (in_image / l.tiles_wide), m * (in_image % l.tiles_wide)};
 }
 
+template <int m>
 void transform_input(const WinogradLayer& l, const float* src, std::int64_t first, int count,
                      int padded, float* v) {
+  constexpr int alpha = m + 2;
   const std::int64_t c_total = l.in_channels;
   const std::int64_t blocks = c_total / floats;
   const std::int64_t position_stride = static_cast<std::int64_t>(padded) * c_total;
   for (int t = 0; t < padded; ++t) {
     float* tile_out = v + static_cast<std::int64_t>(t) * c_total;
     if (t >= count) {
-      for (int p = 0; p < 36; ++p) {
-        for (std::int64_t c = 0; c < c_total; c += floats) store(tile_out + p * position_stride + c, vec{});
+      for (int p = 0; p < alpha * alpha; ++p) {
+        for (std::int64_t c = 0; c < c_total; c += floats) {
+          store(tile_out + p * position_stride + c, vec{});
+        }
       }
       continue;
     }
-    const TilePlace place = place_of(l, first + t);
+    const TilePlace place = place_of<m>(l, first + t);
     const std::int64_t y0 = place.y - l.pad_top;
     const std::int64_t x0 = place.x - l.pad_left;
-    const bool inside = y0 >= 0 && x0 >= 0 && y0 + 6 <= l.height && x0 + 6 <= l.width;
+    const bool inside = y0 >= 0 && x0 >= 0 && y0 + alpha <= l.height && x0 + alpha <= l.width;
     for (std::int64_t cb = 0; cb < blocks; ++cb) {
       const float* plane = src + (place.image * blocks + cb) * l.height * l.width * floats;
-      vec d[6][6];
-      for (int i = 0; i < 6; ++i) {
-        const std::int64_t y = y0 + i;
-        for (int j = 0; j < 6; ++j) {
-          const std::int64_t x = x0 + j;
-          d[i][j] = inside || (y >= 0 && y < l.height && x >= 0 && x < l.width)
-                        ? load(plane + (y * l.width + x) * floats)
-                        : vec{};
+      vec t1[alpha][alpha];  // t1[i][j] = (B^T d)[i][j], one column of d at a time
+      for (int j = 0; j < alpha; ++j) {
+        const std::int64_t x = x0 + j;
+        vec column[alpha];
+        for (int i = 0; i < alpha; ++i) {
+          const std::int64_t y = y0 + i;
+          column[i] = inside || (y >= 0 && y < l.height && x >= 0 && x < l.width)
+                          ? load(plane + (y * l.width + x) * floats)
+                          : vec{};
         }
-      }
-      vec t1[6][6];  // t1[i][j] = (B^T d)[i][j]
-      for (int j = 0; j < 6; ++j) {
-        vec column[6];
-        vec result[6];
-        for (int i = 0; i < 6; ++i) column[i] = d[i][j];
-        input_column(column, result);
-        for (int i = 0; i < 6; ++i) t1[i][j] = result[i];
+        vec result[alpha];
+        Transforms<m>::input(column, result);
+        for (int i = 0; i < alpha; ++i) t1[i][j] = result[i];
       }
       float* out = tile_out + cb * floats;
-      for (int i = 0; i < 6; ++i) {
-        vec result[6];
-        input_column(t1[i], result);  // (B^T d B)[i][k] = (B^T (B^T d)[i]^T)[k]
-        for (int k = 0; k < 6; ++k) store(out + (i * 6 + k) * position_stride, result[k]);
+      for (int i = 0; i < alpha; ++i) {
+        vec result[alpha];
+        Transforms<m>::input(t1[i], result);  // (B^T d B)[i][k] = (B^T (B^T d)[i]^T)[k]
+        for (int k = 0; k < alpha; ++k) store(out + (i * alpha + k) * position_stride, result[k]);
       }
     }
   }
@@ -146,12 +187,14 @@ void multiply_blocks(const float* v, std::int64_t c_total, const float* u, int p
   }
 }
 
+template <int tile>
 void multiply(const WinogradLayer& l, const float* v, const float* u, int padded,
               std::int64_t k_begin, std::int64_t k_end, float* m) {
+  constexpr int positions = (tile + 2) * (tile + 2);
   const std::int64_t c_total = l.in_channels;
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
-  for (int p = 0; p < 36; ++p) {
+  for (int p = 0; p < positions; ++p) {
     const float* vp = v + static_cast<std::int64_t>(p) * padded * c_total;
     const float* up = u + p * c_total * k_total;
     float* mp = m + static_cast<std::int64_t>(p) * padded * k_total;
@@ -179,31 +222,36 @@ void multiply(const WinogradLayer& l, const float* v, const float* u, int padded
   }
 }
 
-void transform_output(const WinogradLayer& l, const float* m, const WinogradOutputOps& ops,
+template <int m>
+void transform_output(const WinogradLayer& l, const float* product, const WinogradOutputOps& ops,
                       std::int64_t first, int count, int padded, std::int64_t k_begin,
                       std::int64_t k_end, float* dst) {
+  constexpr int alpha = m + 2;
   const std::int64_t k_total = l.out_channels;
   const std::int64_t blocks = k_total / floats;
   const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
   for (int t = 0; t < count; ++t) {
-    const TilePlace place = place_of(l, first + t);
-    const int rows_here = l.out_height - place.y < 4 ? static_cast<int>(l.out_height - place.y) : 4;
-    const int columns_here = l.out_width - place.x < 4 ? static_cast<int>(l.out_width - place.x) : 4;
-    const float* tile = m + static_cast<std::int64_t>(t) * k_total;
+    const TilePlace place = place_of<m>(l, first + t);
+    const int rows_here = l.out_height - place.y < m ? static_cast<int>(l.out_height - place.y) : m;
+    const int columns_here =
+        l.out_width - place.x < m ? static_cast<int>(l.out_width - place.x) : m;
+    const float* tile = product + static_cast<std::int64_t>(t) * k_total;
     for (std::int64_t k = k_begin; k < k_end; k += floats) {
-      vec s[4][6];  // s = A^T m
-      for (int j = 0; j < 6; ++j) {
-        vec column[6];
-        vec result[4];
-        for (int i = 0; i < 6; ++i) column[i] = load(tile + (i * 6 + j) * position_stride + k);
-        output_column(column, result);
-        for (int i = 0; i < 4; ++i) s[i][j] = result[i];
+      vec s[m][alpha];  // s = A^T p
+      for (int j = 0; j < alpha; ++j) {
+        vec column[alpha];
+        vec result[m];
+        for (int i = 0; i < alpha; ++i) {
+          column[i] = load(tile + (i * alpha + j) * position_stride + k);
+        }
+        Transforms<m>::output(column, result);
+        for (int i = 0; i < m; ++i) s[i][j] = result[i];
       }
       const vec bias = ops.bias != nullptr ? load(ops.bias + k) : vec{};
       float* plane = dst + (place.image * blocks + k / floats) * l.out_height * l.out_width * floats;
       for (int i = 0; i < rows_here; ++i) {
-        vec y[4];
-        output_column(s[i], y);  // (A^T m A)[i] = A^T s[i]^T
+        vec y[m];
+        Transforms<m>::output(s[i], y);  // (A^T p A)[i] = A^T s[i]^T
         float* row = plane + ((place.y + i) * l.out_width + place.x) * floats;
         for (int j = 0; j < columns_here; ++j) {
           vec out = y[j] + bias;
@@ -224,13 +272,15 @@ void transform_output(const WinogradLayer& l, const float* m, const WinogradOutp
 }  // namespace
 
 #if TFPIN_WINOGRAD_FLOATS == 16
-const WinogradKernels& winograd_kernels_avx512() {
+const WinogradKernels& winograd_kernels_avx512(int tile) {
 #else
-const WinogradKernels& winograd_kernels_avx2() {
+const WinogradKernels& winograd_kernels_avx2(int tile) {
 #endif
-  static const WinogradKernels kernels{floats, block_vectors, transform_input, multiply,
-                                       transform_output};
-  return kernels;
+  static const WinogradKernels f4{floats, block_vectors, 4, transform_input<4>, multiply<4>,
+                                  transform_output<4>};
+  static const WinogradKernels f6{floats, block_vectors, 6, transform_input<6>, multiply<6>,
+                                  transform_output<6>};
+  return tile == 6 ? f6 : f4;
 }
 
 }  // namespace tfpin::engine::detail

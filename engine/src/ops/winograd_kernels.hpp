@@ -1,11 +1,12 @@
-// tfpin's own Winograd F(4x4, 3x3) convolution, the vectorised parts (winograd_kernels.cpp, built
+// tfpin's own Winograd F(4x4, 3x3) and F(6x6, 3x3) convolutions, the vectorised parts (winograd_kernels.cpp, built
 // once per ISA: the channel block of the activations' layout is one vector register, 8 floats
 // with AVX2 and 16 with AVX-512). The driver and the weight transform are in winograd.cpp.
 //
-// Layouts: activations nChw{V}c (V = the vector width), weights transformed once into
-// U[36][K][C] grouped by output-channel blocks (U[p] + k0 * C holds the block's [C][width]), the
-// per-thread scratch V[36][tiles][C] and M[36][tiles][K] (channels contiguous: the product of one
-// of the 36 positions is a matrix product of tiles x C by C x K).
+// Layouts, for P = (m + 2)^2 positions of an m x m output tile (36 for F(4x4), 64 for F(6x6)):
+// activations nChw{V}c (V = the vector width), weights transformed once into U[P][K][C] grouped
+// by output-channel blocks (U[p] + k0 * C holds the block's [C][width]), the per-thread scratch
+// V[P][tiles][C] and M[P][tiles][K] (channels contiguous: the product of one of the P positions is
+// a matrix product of tiles x C by C x K).
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ struct WinogradLayer {
   std::int64_t out_width = 0;
   std::int64_t pad_top = 0;
   std::int64_t pad_left = 0;
-  std::int64_t tiles_high = 0;  // output tiles of 4x4 per image: ceil(out / 4)
+  std::int64_t tiles_high = 0;  // output tiles of m x m per image: ceil(out / m)
   std::int64_t tiles_wide = 0;
 };
 
@@ -34,13 +35,14 @@ struct WinogradOutputOps {
   int count = 0;
 };
 
-// The 6x6 input tiles' positions handled by one multiply: tile rows per micro-kernel call.
+// Tiles per micro-kernel call.
 constexpr int winograd_tile_rows = 6;
 
 struct WinogradKernels {
   int vector_floats = 0;      // the ISA's channel block
   int max_block_vectors = 0;  // output channels per micro-kernel call, in vectors
-  // Transforms tiles [first, first + count) (all channels) into V[36][padded][C]; tiles from
+  int tile = 0;               // m: F(m x m, 3x3)
+  // Transforms tiles [first, first + count) (all channels) into V[P][padded][C]; tiles from
   // count to padded (a multiple of winograd_tile_rows) are zero.
   void (*input)(const WinogradLayer& layer, const float* src, std::int64_t first, int count,
                 int padded, float* v);
@@ -55,8 +57,9 @@ struct WinogradKernels {
                  std::int64_t k_end, float* dst);
 };
 
-// Built with -mavx2 -mfma and -mavx512f: call only where the CPU has them.
-const WinogradKernels& winograd_kernels_avx2();
-const WinogradKernels& winograd_kernels_avx512();
+// F(tile x tile, 3x3), tile 4 or 6. Built with -mavx2 -mfma and -mavx512f: call only where the
+// CPU has them.
+const WinogradKernels& winograd_kernels_avx2(int tile);
+const WinogradKernels& winograd_kernels_avx512(int tile);
 
 }  // namespace tfpin::engine::detail

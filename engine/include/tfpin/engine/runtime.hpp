@@ -76,11 +76,15 @@ struct CompileOptions {
   // Cores of each lane (OS cpu indices); empty = do not pin. When given: one entry per lane.
   std::vector<std::vector<unsigned>> lane_cpus;
   bool fusion = true;  // fold batch norm, fuse bias/ReLU/residual add into convolutions
-  // Winograd for 3x3 stride-1 inference convolutions: tfpin's own F(4x4, 3x3) (AVX2, AVX-512) and
-  // oneDNN's (2.x on AVX-512), timed against the direct kernel in the first runs. Fewer
-  // multiplications, a larger rounding error (at most 1e-5 of the sum of |x w| per output, tested;
-  // about 1e-4 relative).
+  // Winograd for 3x3 stride-1 inference convolutions: tfpin's own F(4x4, 3x3) and F(6x6, 3x3)
+  // (AVX2, AVX-512) and oneDNN's (2.x on AVX-512), timed against the direct kernel in the first
+  // runs. Fewer multiplications, a larger rounding error (at most 1e-5, F(6x6) 3e-5, of the sum
+  // of |x w| per output, tested; about 1e-4 relative).
   bool winograd = true;
+  // Where a step's candidate kernels include one whose name starts with this (e.g.
+  // "tfpin_wino_6x3", "jit:avx2"), that one runs, untimed; other steps time theirs as usual. For
+  // comparing kernels on whole models. Empty: the fastest of each step's candidates.
+  std::string force_kernel;
   // Convolutions in the blocked layout of oneDNN's direct kernels for the effective ISA (nChw16c
   // with AVX-512, nChw8c with AVX2); false lets oneDNN choose (2.6 then mostly picks its brgemm
   // kernels on NHWC).
