@@ -317,17 +317,44 @@ void CompiledGraph::place_buffers() {
   }
   report.arena_bytes = memory_plan.arena_bytes;
   report.activation_bytes = memory_plan.unshared_bytes;
-  for (const Step& step : steps) {
-    scratchpad_bytes = std::max(scratchpad_bytes, step.scratchpad_bytes);
-    for (const Alternative& alt : step.alternatives) {
-      scratchpad_bytes = std::max(scratchpad_bytes, alt.scratchpad_bytes);
+  auto largest_scratchpad = [&] {
+    std::uint64_t bytes = 0;
+    for (const Step& step : steps) {
+      bytes = std::max(bytes, step.scratchpad_bytes);
+      for (const Alternative& alt : step.alternatives) bytes = std::max(bytes, alt.scratchpad_bytes);
     }
+    return bytes;
+  };
+  scratchpad_bytes = largest_scratchpad();
+  const std::uint64_t limit = options.memory_limit_bytes.value_or(physical_memory());
+  auto needed = [&] {
+    return memory_plan.arena_bytes + report.weight_bytes +
+           scratchpad_bytes * std::max(1u, options.lanes);
+  };
+  if (needed() > limit) {
+    // The timed kernels' own weights (Winograd's are 4 to 7 times the plain ones) are a luxury:
+    // without them every step runs its compiled kernel, untimed.
+    std::vector<char> used(buffers.size(), 0);
+    for (const Step& step : steps) {
+      for (const Arg& a : step.args) used[static_cast<std::size_t>(a.buffer)] = 1;
+    }
+    for (Step& step : steps) {
+      for (const Alternative& alt : step.alternatives) {
+        for (const Arg& a : alt.args) {
+          Buffer& b = buffers[static_cast<std::size_t>(a.buffer)];
+          if (used[static_cast<std::size_t>(a.buffer)] == 0 && b.owned) {
+            b.owned.reset();
+            report.weight_bytes -= b.bytes;
+          }
+        }
+      }
+      step.alternatives.clear();
+    }
+    report.timed_choices = 0;
+    scratchpad_bytes = largest_scratchpad();
   }
   report.scratchpad_bytes = scratchpad_bytes;
-
-  const std::uint64_t limit = options.memory_limit_bytes.value_or(physical_memory());
-  const std::uint64_t total = memory_plan.arena_bytes + report.weight_bytes +
-                              scratchpad_bytes * std::max(1u, options.lanes);
+  const std::uint64_t total = needed();
   if (total > limit) {
     throw Failure({StatusCode::out_of_memory,
                    fmt::format("the graph needs {} (activations after reuse {}, weights {}, "

@@ -244,6 +244,35 @@ TEST(Winograd, OfferedOnlyWhereItApplies) {
   EXPECT_FALSE(offered(layer(12, 3, 1, 1), true)) << "channels in no whole vector";
 }
 
+TEST(Winograd, CandidatesGiveWayToAMemoryLimit) {
+  // Winograd weights are 4x (F(4x4)) and 7.1x (F(6x6)) the plain ones: a memory limit that fits
+  // the compiled kernels but not the candidates compiles without the candidates, untimed.
+  Graph g;
+  const TensorId x = g.input("x", {1, 64, 28, 28});
+  const auto w = random_vector(64 * 64 * 9, 8, -0.1f, 0.1f);
+  Conv2D attrs;
+  attrs.padding = {1, 1, 1, 1};
+  g.output(g.convolution(x, g.constant("w", {64, 64, 3, 3}, w), no_tensor, attrs, "conv"), "y");
+  const std::map<std::string, std::vector<float>> inputs{
+      {"x", random_vector(64 * 28 * 28, 9)}};
+  CompileOptions options;
+  options.intra = 2;
+  const auto full = testing::run_engine(g, inputs, options);
+  ASSERT_TRUE(full.status.ok()) << full.status.to_string();
+  ASSERT_GE(full.report.timed_choices, 1);
+  const std::uint64_t needed = full.report.arena_bytes + full.report.weight_bytes +
+                               full.report.scratchpad_bytes * options.lanes;
+  options.memory_limit_bytes = needed - 1;
+  const auto tight = testing::run_engine(g, inputs, options, 20);
+  ASSERT_TRUE(tight.status.ok()) << tight.status.to_string();
+  EXPECT_EQ(tight.report.timed_choices, 0);
+  EXPECT_LT(tight.report.weight_bytes, full.report.weight_bytes);
+  EXPECT_LE(tight.report.arena_bytes + tight.report.weight_bytes +
+                tight.report.scratchpad_bytes * options.lanes,
+            needed - 1);
+  EXPECT_TRUE(close(tight.outputs.at("y"), full.outputs.at("y"), 1e-3, 1e-4));
+}
+
 class WinogradModelTest : public ::testing::TestWithParam<Model> {};
 
 // A whole model with every layer that has tfpin's Winograd as a candidate running it
