@@ -389,6 +389,37 @@ TEST_P(OpTest, WinogradConvolution) {
   EXPECT_EQ(rt->describe().find("wino"), std::string::npos) << rt->describe();
 }
 
+TEST(Pooling, PlainInputRunsAVectorisedKernel) {
+  // A max pooling straight on a plain NCHW image (as after AlexNet's gemm first layer on AVX2):
+  // oneDNN 2.6's kernel for plain layouts on AVX2 is unvectorised (simple_nchw), so the input is
+  // reordered into the blocked layout and a jit kernel pools it. (With AVX-512 oneDNN has a jit
+  // kernel for plain layouts too: the AVX2-capped run is the one that can fail.)
+  Graph g;
+  const TensorId x = g.input("x", {2, 32, 21, 21});
+  Pool2D p;
+  p.kernel = {3, 3};
+  p.stride = {2, 2};
+  g.output(g.max_pool(x, p), "y");
+  const std::map<std::string, std::vector<float>> in{{"x", random_vector(2 * 32 * 21 * 21, 4)}};
+  CompileOptions o;
+  auto r = run_engine(g, in, o);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  bool pooled = false;
+  for (const auto& step : testing::described_steps(r.description)) {
+    if (step[2] != "max_pool") continue;
+    pooled = true;
+    EXPECT_NE(step[3].find("jit"), std::string::npos) << r.description;
+  }
+  EXPECT_TRUE(pooled) << r.description;
+  const auto want = reference::evaluate(g, in);
+  EXPECT_TRUE(close(r.outputs.at("y"), want.at("y"), 1e-6, 1e-6));
+  // oneDNN's choice when asked not to use blocked layouts.
+  o.blocked_layouts = false;
+  r = run_engine(g, in, o);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_TRUE(close(r.outputs.at("y"), want.at("y"), 1e-6, 1e-6));
+}
+
 INSTANTIATE_TEST_SUITE_P(Engine, OpTest,
                          ::testing::Combine(::testing::Values(Layout::nchw, Layout::nhwc),
                                             ::testing::Bool()),
