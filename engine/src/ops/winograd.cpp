@@ -31,6 +31,7 @@ namespace {
 // slower.
 constexpr std::int64_t tile_block_bytes = 512 << 10;
 constexpr std::int64_t max_tile_block = 32 * winograd_tile_rows;
+constexpr std::int64_t max_scratch_bytes = 32 << 20;  // per thread
 
 const WinogradKernels* kernels_for(std::int64_t block, int tile) {
   if (block == 16 && __builtin_cpu_supports("avx512f")) return &winograd_kernels_avx512(tile);
@@ -177,6 +178,8 @@ void add_alternative(Lowering& l, const Node& n, Step& step, const WinogradLayer
                                   (4 * (layer.in_channels + layer.out_channels));
   std::int64_t tile_block =
       std::clamp(std::max(fitting, amortising) / rows * rows, rows, max_tile_block);
+  // Bounded scratch: a 2048-channel layer would otherwise take 200 MB per thread.
+  tile_block = std::min(tile_block, std::max(rows, max_scratch_bytes / bytes_per_tile / rows * rows));
   const std::int64_t per_thread = (conv->tiles + conv->threads - 1) / conv->threads;
   tile_block = std::min(tile_block, (per_thread + rows - 1) / rows * rows);
   conv->tile_block = static_cast<int>(tile_block);
