@@ -103,8 +103,7 @@ void Executor::start() {
       for (std::size_t k = 0; k < candidates; ++k) {
         const std::string& impl = k == 0 ? step.impl : step.alternatives[k - 1].impl;
         if (impl.rfind(force, 0) != 0) continue;
-        kernel_choice_[s] = k;
-        if (k != 0) std::swap(step.impl, step.alternatives[k - 1].impl);
+        keep_kernel(s, k);
         forced = true;
         break;
       }
@@ -117,12 +116,7 @@ void Executor::start() {
     most_candidates = std::max(most_candidates, candidates);
   }
   trial_runs_ = most_candidates > 1 ? 3 * most_candidates : 0;
-  if (forced) {
-    int winograd = 0;
-    for (const Step& step : graph_.steps) winograd += step.impl.find("wino") != std::string::npos;
-    graph_.report.winograd_convolutions = winograd;
-    if (trial_runs_ == 0) release_unkept_weights();
-  }
+  if (forced && trial_runs_ == 0) release_unkept_weights();
   graph_.report.trial_runs = static_cast<unsigned>(trial_runs_);
   for (unsigned i = 0; i < graph_.options.lanes; ++i) lanes_.push_back(make_lane(i));
   for (auto& lane : lanes_) {
@@ -174,24 +168,28 @@ void Executor::choose_kernels(std::uint64_t run) {
       best[kernel_choice_[s]] = std::min(best[kernel_choice_[s]], step_us_[s]);
     }
     if (run < trial_runs_) continue;
-    kernel_choice_[s] =
-        static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin());
     KernelChoice& record = graph_.report.kernel_choices.emplace_back();
     record.step = step.name;
     for (std::size_t k = 0; k < best.size(); ++k) {
       record.candidates.push_back({k == 0 ? step.impl : step.alternatives[k - 1].impl, best[k]});
     }
-    record.kept = record.candidates[kernel_choice_[s]].kernel;
-    if (kernel_choice_[s] != 0) {
-      // The fastest kernel becomes the step's: describe() and the report say what runs.
-      Alternative& chosen = step.alternatives[kernel_choice_[s] - 1];
-      const bool was_winograd = step.impl.find("wino") != std::string::npos;
-      std::swap(step.impl, chosen.impl);
-      const bool is_winograd = step.impl.find("wino") != std::string::npos;
-      graph_.report.winograd_convolutions += int(is_winograd) - int(was_winograd);
-    }
+    const auto fastest =
+        static_cast<std::size_t>(std::min_element(best.begin(), best.end()) - best.begin());
+    record.kept = record.candidates[fastest].kernel;
+    keep_kernel(s, fastest);
   }
   if (run == trial_runs_) release_unkept_weights();
+}
+
+void Executor::keep_kernel(std::size_t s, std::size_t k) {
+  kernel_choice_[s] = k;
+  if (k == 0) return;
+  // The kept kernel becomes the step's: describe() and the report say what runs.
+  Step& step = graph_.steps[s];
+  const bool was_winograd = step.impl.find("wino") != std::string::npos;
+  std::swap(step.impl, step.alternatives[k - 1].impl);
+  const bool is_winograd = step.impl.find("wino") != std::string::npos;
+  graph_.report.winograd_convolutions += int(is_winograd) - int(was_winograd);
 }
 
 void Executor::release_unkept_weights() {

@@ -111,6 +111,8 @@ class Executor {
   std::vector<double> step_us_;                     // by step: its time in the last run
   std::vector<std::vector<double>> best_trial_us_;  // by step, by candidate
   void choose_kernels(std::uint64_t run);           // after run `run` completed
+  // Step s runs candidate k from now on (0 its compiled kernel, k its alternative k - 1).
+  void keep_kernel(std::size_t s, std::size_t k);
   void release_unkept_weights();                    // once every choice is made
 };
 
