@@ -248,9 +248,12 @@ class Lowering {
 void lower_training(Lowering& l, const std::vector<int>& order);
 // Finishes a backward-data step of a convolution or inner product: the output gradient dy (in
 // dy_md) and the weights reordered where the primitive wants other layouts, the input's gradient.
+// `add_alternatives` may then give the step other kernels on its arguments (diff_dst, weights,
+// diff_src).
 void add_data_gradient(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,
                        int dy, const md_t& dy_md, const md_t& diff_dst, const md_t& weights,
-                       const md_t& diff_src);
+                       const md_t& diff_src,
+                       const std::function<void(Step&)>& add_alternatives = nullptr);
 // Finishes a backward-weights step of a convolution or inner product (inputs: x, weights[, bias]):
 // gradient buffers as its outputs, then the SGD updates. diff_bias: empty without bias.
 void add_weight_gradients(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,

@@ -297,7 +297,7 @@ void Lowering::add_deferred_updates() {
 
 void add_data_gradient(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,
                        int dy, const md_t& dy_md, const md_t& diff_dst, const md_t& weights,
-                       const md_t& diff_src) {
+                       const md_t& diff_src, const std::function<void(Step&)>& add_alternatives) {
   const Node& n = node_of(l.ir, node);
   const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
   step.args.push_back(
@@ -308,6 +308,7 @@ void add_data_gradient(Lowering& l, int node, Step step, const dnnl::primitive_d
                               weights));
   const int dx = l.new_arena_buffer(diff_src, n.name + ":diff_src");
   step.args.push_back(Arg::out(DNNL_ARG_DIFF_SRC, dx, diff_src));
+  if (add_alternatives) add_alternatives(step);
   l.add_step(std::move(step), pd);
   l.add_gradient(n.inputs[0], dx, diff_src);
 }

@@ -1,6 +1,7 @@
 // tfpin's own Winograd F(4x4, 3x3) and F(6x6, 3x3) convolutions (engine/src/ops/winograd.cpp),
-// seen through the runtime: they are timed alternatives, so the executor's trial runs use each candidate kernel in
-// turn (run r uses candidate (r - 1) mod n) and every trial run's output is checked.
+// seen through the runtime: they are timed alternatives, so the executor's trial runs use each
+// candidate kernel in turn (run r uses candidate (r - 1) mod n) and every trial run's output is
+// checked.
 //
 // Error bound: F(4x4, 3x3) in float computes each output with an error of at most
 // winograd_error_bound times sum |x| |w| over the output's 3x3xC window (its transforms scale the
@@ -75,7 +76,8 @@ Expected naive(const Layer& l, std::int64_t oh, std::int64_t ow, const std::vect
               for (std::int64_t j = 0; j < 3; ++j) {
                 const std::int64_t ix = xo + j - l.padding[1];
                 if (ix < 0 || ix >= l.w) continue;
-                const double xv = x[static_cast<std::size_t>(((n * l.c + c) * l.h + iy) * l.w + ix)];
+                const double xv =
+                    x[static_cast<std::size_t>(((n * l.c + c) * l.h + iy) * l.w + ix)];
                 const double wv = w[static_cast<std::size_t>(((k * l.c + c) * 3 + i) * 3 + j)];
                 sum += xv * wv;
                 mag += std::abs(xv * wv);
@@ -135,7 +137,8 @@ Trials run_trials(const Graph& g, const std::map<std::string, std::vector<float>
   Trials t;
   if (!created.ok()) return t;
   std::vector<ExternalInput> in;
-  for (const TensorInfo& info : rt->inputs()) in.push_back({info.name, inputs.at(info.name).data()});
+  for (const TensorInfo& info : rt->inputs())
+    in.push_back({info.name, inputs.at(info.name).data()});
   std::vector<float> y(rt->outputs().at(0).elements());
   const ExternalOutput out[] = {{rt->outputs().at(0).name, y.data()}};
   EXPECT_TRUE(rt->setup(in, out).ok());
@@ -188,8 +191,8 @@ TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
     ASSERT_LE(3 * candidates.size(), t.outputs.size());
     for (std::size_t k = 0; k < candidates.size(); ++k) {
       const bool f6 = candidates[k].kernel.find("6x3") != std::string::npos;
-      EXPECT_TRUE(within_bound(t.outputs[k], want,
-                               f6 ? winograd_6x3_error_bound : winograd_error_bound))
+      EXPECT_TRUE(
+          within_bound(t.outputs[k], want, f6 ? winograd_6x3_error_bound : winograd_error_bound))
           << candidates[k].kernel;
     }
     // The kept kernel's output is a candidate's, bit for bit.
@@ -219,9 +222,10 @@ TEST(Winograd, OfferedOnlyWhereItApplies) {
     attrs.stride = {stride, stride};
     attrs.padding = {1, 1, 1, 1};
     attrs.groups = groups;
-    const auto weights = random_vector(static_cast<std::size_t>(32 * c / groups * kernel * kernel), 5);
-    g.output(g.convolution(x, g.constant("w", {32, c / groups, kernel, kernel}, weights),
-                           no_tensor, attrs, "conv"),
+    const auto weights =
+        random_vector(static_cast<std::size_t>(32 * c / groups * kernel * kernel), 5);
+    g.output(g.convolution(x, g.constant("w", {32, c / groups, kernel, kernel}, weights), no_tensor,
+                           attrs, "conv"),
              "y");
     return g;
   };
@@ -253,8 +257,7 @@ TEST(Winograd, CandidatesGiveWayToAMemoryLimit) {
   Conv2D attrs;
   attrs.padding = {1, 1, 1, 1};
   g.output(g.convolution(x, g.constant("w", {64, 64, 3, 3}, w), no_tensor, attrs, "conv"), "y");
-  const std::map<std::string, std::vector<float>> inputs{
-      {"x", random_vector(64 * 28 * 28, 9)}};
+  const std::map<std::string, std::vector<float>> inputs{{"x", random_vector(64 * 28 * 28, 9)}};
   CompileOptions options;
   options.intra = 2;
   const auto full = testing::run_engine(g, inputs, options);
@@ -311,6 +314,99 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
     EXPECT_TRUE(close(q, p, 2e-3, 2e-4)) << layers << " layers on " << tile;
     EXPECT_NE(q, p);
     for (const float v : q) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+// Training: tfpin's Winograd runs the forward steps and the backward data steps (a convolution of
+// the output gradient by the kernel transposed and flipped), reading the trained weights in
+// oneDNN's layout and transforming them every step. One SGD step of learning rate 1 from the same
+// start gives every gradient as before - after: per tile size they must match oneDNN's direct
+// kernels' (without Winograd) to Winograd's rounding. conv2 and conv3 have padding other than 1,
+// so their backward data pads differently from their forward.
+TEST(Winograd, TrainingGradientsMatchTheDirectKernels) {
+  Graph g;
+  std::map<std::string, std::vector<float>> initial;
+  std::uint64_t seed = 500;
+  auto conv = [&](TensorId x, std::int64_t c, std::int64_t k, std::array<std::int64_t, 4> pad,
+                  const std::string& name) {
+    const float s = 1.5f / std::sqrt(static_cast<float>(c * 9));
+    initial[name + ".w"] = random_vector(static_cast<std::size_t>(k * c * 9), ++seed, -s, s);
+    initial[name + ".b"] = random_vector(static_cast<std::size_t>(k), ++seed, -0.1f, 0.1f);
+    Conv2D a;
+    a.padding = pad;
+    return g.convolution(x, g.constant(name + ".w", {k, c, 3, 3}, initial[name + ".w"]),
+                         g.constant(name + ".b", {k}, initial[name + ".b"]), a, name);
+  };
+  const std::int64_t batch = 4;
+  TensorId y = g.relu(conv(g.input("x", {batch, 16, 10, 10}), 16, 32, {1, 1, 1, 1}, "conv1"));
+  y = g.relu(conv(y, 32, 32, {0, 1, 1, 2}, "conv2"));  // 9 x 11
+  y = conv(y, 32, 16, {2, 2, 2, 2}, "conv3");          // 11 x 13
+  Pool2D pool;
+  pool.kernel = {11, 13};
+  pool.stride = {1, 1};
+  y = g.flatten(g.avg_pool(y, pool));
+  initial["fc.w"] = random_vector(16 * 10, ++seed, -0.5f, 0.5f);
+  initial["fc.b"] = random_vector(10, ++seed, -0.1f, 0.1f);
+  g.output(g.softmax(g.inner_product(y, g.constant("fc.w", {10, 16}, initial["fc.w"]),
+                                     g.constant("fc.b", {10}, initial["fc.b"]), "fc")),
+           "p");
+  std::map<std::string, std::vector<float>> inputs{
+      {"x", random_vector(static_cast<std::size_t>(batch * 16 * 100), 7)},
+      {"labels", {1, 5, 9, 3}}};
+
+  // The gradient of every trained tensor after one step.
+  auto gradients = [&](CompileOptions options, std::string* description) {
+    options.training = TrainingOptions{1.0f, 0.0f, 0.1f, 1, 0, std::nullopt};
+    std::map<std::string, std::vector<float>> result;
+    std::unique_ptr<Runtime> rt;
+    const Status created = Runtime::create(g, options, &rt);
+    EXPECT_TRUE(created.ok()) << created.to_string();
+    if (!created.ok()) return result;
+    if (description != nullptr) *description = rt->describe();
+    std::vector<ExternalInput> in;
+    for (const TensorInfo& info : rt->inputs())
+      in.push_back({info.name, inputs.at(info.name).data()});
+    std::vector<float> p(rt->outputs().at(0).elements());
+    const ExternalOutput out[] = {{rt->outputs().at(0).name, p.data()}};
+    EXPECT_TRUE(rt->setup(in, out).ok());
+    const Status ran = rt->run();
+    EXPECT_TRUE(ran.ok()) << ran.to_string();
+    for (const auto& [name, before] : initial) {
+      std::vector<float> after;
+      EXPECT_TRUE(rt->parameter(name, &after).ok()) << name;
+      if (after.size() != before.size()) continue;
+      for (std::size_t i = 0; i < after.size(); ++i) after[i] = before[i] - after[i];
+      result[name] = after;
+    }
+    return result;
+  };
+  for (unsigned intra : {1u, 2u}) {
+    CompileOptions options;
+    options.intra = intra;
+    options.winograd = false;
+    const auto direct = gradients(options, nullptr);
+    ASSERT_EQ(direct.size(), initial.size());
+    options.winograd = true;
+    for (const char* tile : {"tfpin_wino_4x3", "tfpin_wino_6x3"}) {
+      SCOPED_TRACE(fmt::format("{}, {} threads", tile, intra));
+      options.force_kernel = tile;
+      std::string description;
+      const auto winograd = gradients(options, &description);
+      ASSERT_EQ(winograd.size(), initial.size());
+      int forward = 0;
+      int backward_data = 0;
+      for (const auto& step : testing::described_steps(description)) {
+        if (step[3].rfind(tile, 0) != 0) continue;
+        ++(step[1].find(":backward_data") != std::string::npos ? backward_data : forward);
+      }
+      // conv1 needs no backward data: x is not trained.
+      EXPECT_EQ(forward, 3) << description;
+      EXPECT_EQ(backward_data, 2) << description;
+      for (const auto& [name, want] : direct) {
+        EXPECT_TRUE(close(winograd.at(name), want, 1e-4, 1e-3)) << name;
+      }
+      EXPECT_NE(winograd.at("conv1.w"), direct.at("conv1.w"));
+    }
   }
 }
 

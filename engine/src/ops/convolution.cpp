@@ -152,7 +152,8 @@ static void lower_convolution(Lowering& l, int node) {
   // Winograd kernels, F(2x2, 3x3) and F(4x4, 3x3), and offers the first where it applies; neither
   // wins everywhere (standalone at batch 1 on 2 threads: 64 channels at 56x56, 4x4 tiles 18%
   // faster; 512 at 7x7, 2x2 tiles 1.6x faster), so both are timed.
-  // (Training: direct only; oneDNN 2.6's Winograd backward is slower than its direct kernels.)
+  // (Training: oneDNN's direct kernels only, its Winograd backward is slower than them; tfpin's own
+  // Winograd below.)
   if (l.options.winograd && !l.training() && winograd_shape(l.ir, node)) {
     std::vector<dnnl::convolution_forward::primitive_desc> winograd;
     try {
@@ -244,7 +245,8 @@ static void lower_convolution(Lowering& l, int node) {
   }
   // tfpin's own Winograd kernel, timed in every case: it is what 3x3 layers have where oneDNN
   // offers no Winograd (AVX2, oneDNN 3), and beside oneDNN's otherwise.
-  const bool own_winograd = add_winograd_alternative(l, node, step, pd.src_desc(), pd.dst_desc());
+  const bool own_winograd =
+      add_winograd_alternative(l, node, step, pd.src_desc(), pd.weights_desc(), pd.dst_desc());
   if (!timed.empty() || own_winograd) ++l.report.timed_choices;
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
@@ -297,8 +299,15 @@ static void backward_convolution(Lowering& l, int node) {
     step.name = n.name + ":backward_data";
     step.op = "convolution_backward_data";
     step.primitive = dnnl::convolution_backward_data(pd);
-    add_data_gradient(l, node, std::move(step), pd, dy, dst_md, pd.diff_dst_desc(),
-                      pd.weights_desc(), pd.diff_src_desc());
+    // tfpin's Winograd as its alternative: dx is a convolution of dy too.
+    add_data_gradient(
+        l, node, std::move(step), pd, dy, dst_md, pd.diff_dst_desc(), pd.weights_desc(),
+        pd.diff_src_desc(), [&](Step& s) {
+          if (add_winograd_backward_data_alternative(l, node, s, pd.diff_dst_desc(),
+                                                     pd.weights_desc(), pd.diff_src_desc())) {
+            ++l.report.timed_choices;
+          }
+        });
   }
 
   const bool has_bias = r.bias >= 0;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
 
 #include "../schedule.hpp"
 #include "common.hpp"
@@ -53,9 +54,18 @@ struct WinogradConvolution {
   int tile_block = winograd_tile_rows;  // a multiple of winograd_tile_rows
   std::int64_t k_parts = 1;             // threads sharing one tile block's output channels
   std::int64_t scratch_floats_per_thread = 0;
+  // Trained weights (training): every run transforms them into U at the start of the scratchpad,
+  // reading oneDNN's layout through the index. Inference reads U made once at compile time.
+  bool transforms_weights = false;
+  std::vector<std::int64_t> out_channel_offsets;
+  std::vector<std::int64_t> in_channel_offsets;
+  WinogradWeightIndex index;
+  std::int64_t u_floats = 0;  // of the scratchpad, when it transforms weights
 
-  [[nodiscard]] std::int64_t tile_blocks() const {
-    return (tiles + tile_block - 1) / tile_block;
+  [[nodiscard]] std::int64_t tile_blocks() const { return (tiles + tile_block - 1) / tile_block; }
+  [[nodiscard]] std::uint64_t scratch_bytes() const {
+    return static_cast<std::uint64_t>(u_floats + scratch_floats_per_thread * threads) *
+           sizeof(float);
   }
   // Output channels [begin, end) of part `part`, on whole blocks of the micro-kernel.
   [[nodiscard]] std::pair<std::int64_t, std::int64_t> channels(std::int64_t part) const {
@@ -66,7 +76,8 @@ struct WinogradConvolution {
     return {begin, end};
   }
 
-  void run(const float* src, const float* u, const float* bias, float* dst,
+  // `weights`: U, or the trained weights when it transforms them.
+  void run(const float* src, const float* weights, const float* bias, float* dst,
            std::byte* scratch) const {
     const std::int64_t items = tile_blocks() * k_parts;
     auto* scratch_floats = reinterpret_cast<float*>(scratch);
@@ -74,7 +85,15 @@ struct WinogradConvolution {
     {
       const auto thread = static_cast<std::int64_t>(omp_get_thread_num());
       const auto team = static_cast<std::int64_t>(omp_get_num_threads());
-      float* v = scratch_floats + thread * scratch_floats_per_thread;
+      const float* u = weights;
+      if (transforms_weights) {
+        const std::int64_t vectors = layer.out_channels / kernels->vector_floats;
+        kernels->weights(layer, weights, index, vectors * thread / team * kernels->vector_floats,
+                         vectors * (thread + 1) / team * kernels->vector_floats, scratch_floats);
+        u = scratch_floats;
+#pragma omp barrier
+      }
+      float* v = scratch_floats + u_floats + thread * scratch_floats_per_thread;
       float* m = v + std::int64_t{positions_of(kernels->tile)} * tile_block * layer.in_channels;
       WinogradOutputOps with_bias = ops;
       with_bias.bias = has_bias ? bias : nullptr;
@@ -151,9 +170,47 @@ std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_
   return u;
 }
 
-// One kernel as an alternative of the step: F(tile x tile, 3x3) with these kernels.
-void add_alternative(Lowering& l, const Node& n, Step& step, const WinogradLayer& shape,
-                     const WinogradKernels* kernels, const WinogradOutputOps& ops) {
+// Per-index offsets of a 4-d blocked layout (O, I, H, W): any blocked layout is a sum of one
+// term per dimension, its outer index times its stride plus its place in the inner blocks.
+std::optional<std::array<std::vector<std::int64_t>, 4>> separable_offsets(const md_t& md) {
+  const onednn::Blocking b = onednn::blocking_of(md);
+  if (!b.blocked || b.dims.size() != 4) return std::nullopt;
+  std::array<std::vector<std::int64_t>, 4> offsets;
+  for (int d = 0; d < 4; ++d) {
+    std::int64_t block = 1;  // all inner blocks of d
+    for (const auto& [dim, size] : b.inner) block *= dim == d ? size : 1;
+    auto& table = offsets[static_cast<std::size_t>(d)];
+    table.resize(static_cast<std::size_t>(b.dims[static_cast<std::size_t>(d)]));
+    for (std::int64_t i = 0; i < b.dims[static_cast<std::size_t>(d)]; ++i) {
+      std::int64_t offset = i / block * b.strides[static_cast<std::size_t>(d)];
+      std::int64_t rest = i % block;
+      std::int64_t stride = 1;  // of the innermost block, growing outwards
+      for (auto it = b.inner.rbegin(); it != b.inner.rend(); ++it) {
+        if (it->first == d) {
+          offset += rest % it->second * stride;
+          rest /= it->second;
+        }
+        stride *= it->second;
+      }
+      table[static_cast<std::size_t>(i)] = offset;
+    }
+  }
+  return offsets;
+}
+
+// Where the alternative's weights come from: the constant weights (inference; transformed once
+// here), or trained weights, the step's own argument 1, read through per-index offsets for the
+// convolution's (K, C, r, s).
+struct WeightSource {
+  const std::vector<float>* oihw = nullptr;
+  std::array<std::vector<std::int64_t>, 4> trained_offsets;
+};
+
+// One kernel as an alternative of the step (arguments: src, weights[, bias], dst): F(tile x tile,
+// 3x3) with these kernels.
+void add_alternative(Lowering& l, const std::string& name, Step& step, const WinogradLayer& shape,
+                     const WinogradKernels* kernels, const WinogradOutputOps& ops, bool has_bias,
+                     const WeightSource& source) {
   const int tile = kernels->tile;
   const std::int64_t positions = positions_of(tile);
   auto conv = std::make_shared<WinogradConvolution>();
@@ -163,7 +220,7 @@ void add_alternative(Lowering& l, const Node& n, Step& step, const WinogradLayer
   layer.tiles_wide = (layer.out_width + tile - 1) / tile;
   conv->kernels = kernels;
   conv->ops = ops;
-  conv->has_bias = n.inputs.size() > 2;
+  conv->has_bias = has_bias;
   conv->threads = std::max(1u, l.step_threads);
   conv->tiles = layer.batch * layer.tiles_high * layer.tiles_wide;
   // The tile block: V and M within tile_block_bytes, and at least one block per thread.
@@ -174,12 +231,13 @@ void add_alternative(Lowering& l, const Node& n, Step& step, const WinogradLayer
   // C K / (4 (C + K)) tiles keep U's traffic below half of theirs (ResNet-50's last 3x3 layers
   // ran 1.5x faster so).
   const std::int64_t fitting = tile_block_bytes / bytes_per_tile;
-  const std::int64_t amortising = layer.in_channels * layer.out_channels /
-                                  (4 * (layer.in_channels + layer.out_channels));
+  const std::int64_t amortising =
+      layer.in_channels * layer.out_channels / (4 * (layer.in_channels + layer.out_channels));
   std::int64_t tile_block =
       std::clamp(std::max(fitting, amortising) / rows * rows, rows, max_tile_block);
   // Bounded scratch: a 2048-channel layer would otherwise take 200 MB per thread.
-  tile_block = std::min(tile_block, std::max(rows, max_scratch_bytes / bytes_per_tile / rows * rows));
+  tile_block =
+      std::min(tile_block, std::max(rows, max_scratch_bytes / bytes_per_tile / rows * rows));
   const std::int64_t per_thread = (conv->tiles + conv->threads - 1) / conv->threads;
   tile_block = std::min(tile_block, (per_thread + rows - 1) / rows * rows);
   conv->tile_block = static_cast<int>(tile_block);
@@ -190,23 +248,35 @@ void add_alternative(Lowering& l, const Node& n, Step& step, const WinogradLayer
   conv->scratch_floats_per_thread =
       (positions * tile_block * (layer.in_channels + layer.out_channels) + 15) / 16 * 16;
 
-  const Value& weights = l.ir.values[static_cast<std::size_t>(n.inputs[1])];
-  const std::int64_t block_width = std::int64_t{kernels->max_block_vectors} * kernels->vector_floats;
-  const md_t u_md({positions * layer.out_channels * layer.in_channels},
-                  dnnl::memory::data_type::f32, tag::x);
+  const std::int64_t block_width =
+      std::int64_t{kernels->max_block_vectors} * kernels->vector_floats;
+  const std::int64_t u_floats = positions * layer.out_channels * layer.in_channels;
   Alternative alt;
-  alt.args.push_back(step.args.front());  // src
-  alt.args.push_back(Arg::in(
-      DNNL_ARG_WEIGHTS,
-      l.constant_values(transform_weights(*weights.data, layer.out_channels, layer.in_channels,
-                                          block_width, tile),
-                        u_md, u_md, fmt::format("{}:winograd_{}x3_weights", n.name, tile)),
-      u_md));
-  if (conv->has_bias) alt.args.push_back(step.args[2]);
-  alt.args.push_back(step.args.back());  // dst
-  alt.scratchpad_bytes = static_cast<std::uint64_t>(conv->scratch_floats_per_thread) *
-                         conv->threads * sizeof(float);
-  alt.impl = fmt::format("tfpin_wino_{}x3:{}", tile, kernels->vector_floats == 16 ? "avx512" : "avx2");
+  if (source.oihw == nullptr) {
+    conv->transforms_weights = true;
+    conv->out_channel_offsets = source.trained_offsets[0];
+    conv->in_channel_offsets = source.trained_offsets[1];
+    conv->index.out_channel = conv->out_channel_offsets.data();
+    conv->index.in_channel = conv->in_channel_offsets.data();
+    for (std::size_t i = 0; i < 3; ++i) {
+      conv->index.row[i] = source.trained_offsets[2][i];
+      conv->index.column[i] = source.trained_offsets[3][i];
+    }
+    conv->u_floats = (u_floats + 15) / 16 * 16;
+    alt.args = step.args;
+  } else {
+    const md_t u_md({u_floats}, dnnl::memory::data_type::f32, tag::x);
+    alt.args = step.args;
+    alt.args[1] =
+        Arg::in(DNNL_ARG_WEIGHTS,
+                l.constant_values(transform_weights(*source.oihw, layer.out_channels,
+                                                    layer.in_channels, block_width, tile),
+                                  u_md, u_md, fmt::format("{}:winograd_{}x3_weights", name, tile)),
+                u_md);
+  }
+  alt.scratchpad_bytes = conv->scratch_bytes();
+  alt.impl =
+      fmt::format("tfpin_wino_{}x3:{}", tile, kernels->vector_floats == 16 ? "avx512" : "avx2");
   alt.kernel = [conv](const KernelCall& call) {
     const auto& d = call.data;
     conv->run(static_cast<const float*>(d[0]), static_cast<const float*>(d[1]),
@@ -216,44 +286,88 @@ void add_alternative(Lowering& l, const Node& n, Step& step, const WinogradLayer
   step.alternatives.push_back(std::move(alt));
 }
 
+// Whether the kernels of the effective ISA can read `in` and write `out` (dims, layouts): channels
+// in whole vectors, both in the channel-blocked layout of the ISA.
+bool fits(const Dims& in, const md_t& in_md, const Dims& out, const md_t& out_md) {
+  const std::int64_t block = onednn::native_channel_block();
+  auto blocked = [block](const Dims& d) {
+    return md_t(to_dnnl(d), dnnl::memory::data_type::f32, block == 16 ? tag::nChw16c : tag::nChw8c);
+  };
+  return kernels_for(block, 4) != nullptr && in[1] % block == 0 && out[1] % block == 0 &&
+         in_md == blocked(in) && out_md == blocked(out);
+}
+
+// Both tile sizes, timed: F(6x6) does 1.8 multiplications per output where F(4x4) does 2.25,
+// with more transform work and rounding, and more tiles past the image's edge on small images.
+void add_both_tiles(Lowering& l, const std::string& name, Step& step, const Dims& in,
+                    const Dims& out, std::int64_t pad_top, std::int64_t pad_left,
+                    const WinogradOutputOps& ops, bool has_bias, const WeightSource& source) {
+  WinogradLayer layer;
+  layer.batch = in[0];
+  layer.in_channels = in[1];
+  layer.height = in[2];
+  layer.width = in[3];
+  layer.out_channels = out[1];
+  layer.out_height = out[2];
+  layer.out_width = out[3];
+  layer.pad_top = pad_top;
+  layer.pad_left = pad_left;
+  const std::int64_t block = onednn::native_channel_block();
+  for (int tile : {4, 6}) {
+    add_alternative(l, name, step, layer, kernels_for(block, tile), ops, has_bias, source);
+  }
+}
+
 }  // namespace
 
 bool add_winograd_alternative(Lowering& l, int node, Step& step, const md_t& src_md,
-                              const md_t& dst_md) {
+                              const md_t& weights_md, const md_t& dst_md) {
   Node& n = node_of(l.ir, node);
-  if (!l.options.winograd || l.training() || !winograd_shape(l.ir, node)) return false;
+  if (!l.options.winograd || !winograd_shape(l.ir, node)) return false;
   const auto& a = std::get<Conv2D>(n.attrs);
   const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
-  const Dims& wd = value_of(l.ir, n.inputs[1]).dims;
   const Dims& od = value_of(l.ir, n.output).dims;
-  const std::int64_t block = onednn::native_channel_block();
-  const WinogradKernels* kernels = kernels_for(block, 4);
-  if (kernels == nullptr || xd[1] % block != 0 || wd[0] % block != 0) return false;
-  const tag blocked = block == 16 ? tag::nChw16c : tag::nChw8c;
-  if (src_md != md_t(to_dnnl(xd), dnnl::memory::data_type::f32, blocked) ||
-      dst_md != md_t(to_dnnl(od), dnnl::memory::data_type::f32, blocked)) {
-    return false;
+  if (!fits(xd, src_md, od, dst_md)) return false;
+  WeightSource source;
+  if (l.training()) {
+    auto offsets = separable_offsets(weights_md);
+    if (!offsets) return false;
+    source.trained_offsets = std::move(*offsets);
+  } else {
+    source.oihw = value_of(l.ir, n.inputs[1]).data.get();
   }
   WinogradOutputOps ops;
   for (const PostOp& p : n.post_ops) {
     if (p.kind == PostOp::Kind::eltwise || ops.count == 4) return false;
     ops.ops[ops.count++] = p.kind == PostOp::Kind::sum ? WinogradPostOp::sum : WinogradPostOp::relu;
   }
+  add_both_tiles(l, n.name, step, xd, od, a.padding[0], a.padding[1], ops, n.inputs.size() > 2,
+                 source);
+  return true;
+}
 
-  WinogradLayer layer;
-  layer.batch = xd[0];
-  layer.in_channels = xd[1];
-  layer.height = xd[2];
-  layer.width = xd[3];
-  layer.out_channels = wd[0];
-  layer.out_height = od[2];
-  layer.out_width = od[3];
-  layer.pad_top = a.padding[0];
-  layer.pad_left = a.padding[1];
-  // Both tile sizes, timed: F(6x6) does 1.8 multiplications per output where F(4x4) does 2.25,
-  // with more transform work and rounding, and more tiles past the image's edge on small images.
-  add_alternative(l, n, step, layer, kernels, ops);
-  add_alternative(l, n, step, layer, kernels_for(block, 6), ops);
+bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
+                                            const md_t& diff_dst_md, const md_t& weights_md,
+                                            const md_t& diff_src_md) {
+  Node& n = node_of(l.ir, node);
+  if (!l.options.winograd || !winograd_shape(l.ir, node)) return false;
+  const auto& a = std::get<Conv2D>(n.attrs);
+  const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
+  const Dims& od = value_of(l.ir, n.output).dims;
+  if (!fits(od, diff_dst_md, xd, diff_src_md)) return false;
+  auto offsets = separable_offsets(weights_md);
+  if (!offsets) return false;
+  // dx = dy convolved with the kernel transposed (K and C swap) and flipped, padded by 2 - p:
+  // dx[i] = sum over r of dy[i + p - r] w[r] = sum over r' of dy[i - (2 - p) + r'] w[2 - r'].
+  WeightSource source;
+  source.trained_offsets[0] = std::move((*offsets)[1]);
+  source.trained_offsets[1] = std::move((*offsets)[0]);
+  for (std::size_t d = 2; d < 4; ++d) {
+    const auto& forward = (*offsets)[d];
+    source.trained_offsets[d] = {forward[2], forward[1], forward[0]};
+  }
+  add_both_tiles(l, n.name + ":backward_data", step, od, xd, 2 - a.padding[0], 2 - a.padding[1], {},
+                 false, source);
   return true;
 }
 

@@ -8,11 +8,18 @@
 namespace tfpin::engine::detail {
 
 // Adds both kernels to `step` (the convolution `node`, already given its primary kernel, whose
-// arguments are src, weights[, bias], dst) as an alternative where it applies: inference,
-// 3x3 stride 1, no groups or dilation, bias, ReLU and sum post-ops only, channels in whole
-// vectors, and src and dst in the channel-blocked layout of the ISA (nChw8c with AVX2, nChw16c
-// with AVX-512). Returns whether it did.
+// arguments are src, weights[, bias], dst) as alternatives where they apply: 3x3 stride 1, no
+// groups or dilation, bias, ReLU and sum post-ops only, channels in whole vectors, and src and
+// dst in the channel-blocked layout of the ISA (nChw8c with AVX2, nChw16c with AVX-512). In
+// training they read the trained weights in `weights_md` and transform them every run. Returns
+// whether it did.
 bool add_winograd_alternative(Lowering& l, int node, Step& step, const md_t& src_md,
-                              const md_t& dst_md);
+                              const md_t& weights_md, const md_t& dst_md);
+
+// The same for the convolution's backward data step (arguments: diff_dst, weights, diff_src):
+// a forward convolution of diff_dst by the kernel transposed and flipped.
+bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
+                                            const md_t& diff_dst_md, const md_t& weights_md,
+                                            const md_t& diff_src_md);
 
 }  // namespace tfpin::engine::detail

@@ -36,6 +36,16 @@ struct Transforms;
 
 template <>
 struct Transforms<4> {
+  // G g for one column of a 3x3 kernel (in float: training transforms every run).
+  static void weight(const vec g[3], vec r[6]) {
+    const vec a = g[0] + g[2];
+    r[0] = 0.25f * g[0];
+    r[1] = (-1.0f / 6) * (a + g[1]);
+    r[2] = (-1.0f / 6) * (a - g[1]);
+    r[3] = (1.0f / 24) * g[0] + (1.0f / 12) * g[1] + (1.0f / 6) * g[2];
+    r[4] = (1.0f / 24) * g[0] - (1.0f / 12) * g[1] + (1.0f / 6) * g[2];
+    r[5] = g[2];
+  }
   static void input(const vec d[6], vec r[6]) {
     r[0] = 4 * d[0] - 5 * d[2] + d[4];
     r[1] = d[3] + d[4] - 4 * (d[1] + d[2]);
@@ -59,6 +69,19 @@ struct Transforms<4> {
 // F(6x6, 3x3): 8x8 tiles, points 0, +-1, +-2, +-1/2 and infinity (the rows pair up as a +- b).
 template <>
 struct Transforms<6> {
+  static void weight(const vec g[3], vec r[8]) {
+    const vec a = g[0] + g[2];
+    r[0] = g[0];
+    r[1] = (-2.0f / 9) * (a + g[1]);
+    r[2] = (-2.0f / 9) * (a - g[1]);
+    const vec b = (1.0f / 90) * g[0] + (2.0f / 45) * g[2];
+    r[3] = b + (1.0f / 45) * g[1];
+    r[4] = b - (1.0f / 45) * g[1];
+    const vec c = (32.0f / 45) * g[0] + (8.0f / 45) * g[2];
+    r[5] = c + (16.0f / 45) * g[1];
+    r[6] = c - (16.0f / 45) * g[1];
+    r[7] = g[2];
+  }
   static void input(const vec d[8], vec r[8]) {
     r[0] = d[0] - d[6] + 5.25f * (d[4] - d[2]);
     r[7] = d[7] - d[1] + 5.25f * (d[3] - d[5]);
@@ -248,7 +271,8 @@ void transform_output(const WinogradLayer& l, const float* product, const Winogr
         for (int i = 0; i < m; ++i) s[i][j] = result[i];
       }
       const vec bias = ops.bias != nullptr ? load(ops.bias + k) : vec{};
-      float* plane = dst + (place.image * blocks + k / floats) * l.out_height * l.out_width * floats;
+      float* plane =
+          dst + (place.image * blocks + k / floats) * l.out_height * l.out_width * floats;
       for (int i = 0; i < rows_here; ++i) {
         vec y[m];
         Transforms<m>::output(s[i], y);  // (A^T p A)[i] = A^T s[i]^T
@@ -269,6 +293,47 @@ void transform_output(const WinogradLayer& l, const float* product, const Winogr
   }
 }
 
+// G g G^T for `floats` output channels at a time (a gather: the trained weights' layout is
+// oneDNN's), stored at U[p] + k0 * C + c * width + (k - k0).
+template <int m>
+void transform_weights(const WinogradLayer& l, const float* w, const WinogradWeightIndex& index,
+                       std::int64_t k_begin, std::int64_t k_end, float* u) {
+  constexpr int alpha = m + 2;
+  const std::int64_t c_total = l.in_channels;
+  const std::int64_t k_total = l.out_channels;
+  const std::int64_t full = block_vectors * floats;
+  const std::int64_t position_stride = c_total * k_total;
+  for (std::int64_t k = k_begin; k < k_end; k += floats) {
+    const std::int64_t k0 = k / full * full;
+    const std::int64_t width = k_total - k0 < full ? k_total - k0 : full;
+    float* out = u + k0 * c_total + (k - k0);
+    for (std::int64_t c = 0; c < c_total; ++c) {
+      const float* wc = w + index.in_channel[c];
+      vec g[3][3];
+      for (int r = 0; r < 3; ++r) {
+        for (int s = 0; s < 3; ++s) {
+          const float* at = wc + index.row[r] + index.column[s];
+          for (int j = 0; j < floats; ++j) g[r][s][j] = at[index.out_channel[k + j]];
+        }
+      }
+      vec gw[alpha][3];  // G g, column by column
+      for (int s = 0; s < 3; ++s) {
+        const vec column[3] = {g[0][s], g[1][s], g[2][s]};
+        vec result[alpha];
+        Transforms<m>::weight(column, result);
+        for (int i = 0; i < alpha; ++i) gw[i][s] = result[i];
+      }
+      for (int i = 0; i < alpha; ++i) {
+        vec result[alpha];
+        Transforms<m>::weight(gw[i], result);  // (G g G^T)[i] = G (G g)[i]^T
+        for (int j = 0; j < alpha; ++j) {
+          store(out + (i * alpha + j) * position_stride + c * width, result[j]);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 #if TFPIN_WINOGRAD_FLOATS == 16
@@ -276,10 +341,20 @@ const WinogradKernels& winograd_kernels_avx512(int tile) {
 #else
 const WinogradKernels& winograd_kernels_avx2(int tile) {
 #endif
-  static const WinogradKernels f4{floats, block_vectors, 4, transform_input<4>, multiply<4>,
-                                  transform_output<4>};
-  static const WinogradKernels f6{floats, block_vectors, 6, transform_input<6>, multiply<6>,
-                                  transform_output<6>};
+  static const WinogradKernels f4{floats,
+                                  block_vectors,
+                                  4,
+                                  transform_input<4>,
+                                  multiply<4>,
+                                  transform_output<4>,
+                                  transform_weights<4>};
+  static const WinogradKernels f6{floats,
+                                  block_vectors,
+                                  6,
+                                  transform_input<6>,
+                                  multiply<6>,
+                                  transform_output<6>,
+                                  transform_weights<6>};
   return tile == 6 ? f6 : f4;
 }
 

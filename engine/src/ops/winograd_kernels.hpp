@@ -1,10 +1,12 @@
-// tfpin's own Winograd F(4x4, 3x3) and F(6x6, 3x3) convolutions, the vectorised parts (winograd_kernels.cpp, built
-// once per ISA: the channel block of the activations' layout is one vector register, 8 floats
-// with AVX2 and 16 with AVX-512). The driver and the weight transform are in winograd.cpp.
+// tfpin's own Winograd F(4x4, 3x3) and F(6x6, 3x3) convolutions, the vectorised parts
+// (winograd_kernels.cpp, built once per ISA: the channel block of the activations' layout is one
+// vector register, 8 floats with AVX2 and 16 with AVX-512). The driver and the weight transform are
+// in winograd.cpp.
 //
 // Layouts, for P = (m + 2)^2 positions of an m x m output tile (36 for F(4x4), 64 for F(6x6)):
 // activations nChw{V}c (V = the vector width), weights transformed once into U[P][K][C] grouped
-// by output-channel blocks (U[p] + k0 * C holds the block's [C][width]), the per-thread scratch
+// by output-channel blocks (U[p] + k0 * C holds the block's [C][width], width = max_block_vectors
+// vectors or what is left of K), the per-thread scratch
 // V[P][tiles][C] and M[P][tiles][K] (channels contiguous: the product of one of the P positions is
 // a matrix product of tiles x C by C x K).
 #pragma once
@@ -35,6 +37,16 @@ struct WinogradOutputOps {
   int count = 0;
 };
 
+// Where weight (k, c, r, s) of the convolution is in a buffer of trained weights: the sum of one
+// offset per index (every oneDNN blocked layout is separable so). The backward data pass reads
+// the forward's weights transposed and flipped through its own index.
+struct WinogradWeightIndex {
+  const std::int64_t* out_channel = nullptr;  // [K]
+  const std::int64_t* in_channel = nullptr;   // [C]
+  std::int64_t row[3] = {};
+  std::int64_t column[3] = {};
+};
+
 // Tiles per micro-kernel call.
 constexpr int winograd_tile_rows = 6;
 
@@ -55,6 +67,10 @@ struct WinogradKernels {
   void (*output)(const WinogradLayer& layer, const float* m, const WinogradOutputOps& ops,
                  std::int64_t first, int count, int padded, std::int64_t k_begin,
                  std::int64_t k_end, float* dst);
+  // U (the layout above) for output channels [k_begin, k_end), multiples of vector_floats, from
+  // weights that change between runs (training), in float.
+  void (*weights)(const WinogradLayer& layer, const float* w, const WinogradWeightIndex& index,
+                  std::int64_t k_begin, std::int64_t k_end, float* u);
 };
 
 // F(tile x tile, 3x3), tile 4 or 6. Built with -mavx2 -mfma and -mavx512f: call only where the
