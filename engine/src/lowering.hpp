@@ -256,8 +256,10 @@ void add_data_gradient(Lowering& l, int node, Step step, const dnnl::primitive_d
                        const std::function<void(Step&)>& add_alternatives = nullptr);
 // Finishes a backward-weights step of a convolution or inner product (inputs: x, weights[, bias]):
 // gradient buffers as its outputs, then the SGD updates. diff_bias: empty without bias.
+// `add_alternatives` may give the step other kernels on its arguments (x, dy, dW[, db]).
 void add_weight_gradients(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,
-                          const md_t& diff_weights, const md_t& diff_bias);
+                          const md_t& diff_weights, const md_t& diff_bias,
+                          const std::function<void(Step&)>& add_alternatives = nullptr);
 // ReLU backward from its output y (in y_md) and output gradient dy; the input gradient, in y_md.
 int add_relu_backward(Lowering& l, const std::string& name, int y, const md_t& y_md, int dy);
 // The oneDNN algorithm(s) computing an activation, in order (ops/eltwise.cpp).

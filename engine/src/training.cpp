@@ -314,7 +314,8 @@ void add_data_gradient(Lowering& l, int node, Step step, const dnnl::primitive_d
 }
 
 void add_weight_gradients(Lowering& l, int node, Step step, const dnnl::primitive_desc_base& pd,
-                          const md_t& diff_weights, const md_t& diff_bias) {
+                          const md_t& diff_weights, const md_t& diff_bias,
+                          const std::function<void(Step&)>& add_alternatives) {
   const Node& n = node_of(l.ir, node);
   const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
   const int dw = l.new_arena_buffer(diff_weights, n.name + ":diff_weights");
@@ -325,6 +326,7 @@ void add_weight_gradients(Lowering& l, int node, Step step, const dnnl::primitiv
     db = l.new_arena_buffer(diff_bias, n.name + ":diff_bias");
     step.args.push_back(Arg::out(DNNL_ARG_DIFF_BIAS, db, diff_bias));
   }
+  if (add_alternatives) add_alternatives(step);
   l.add_step(std::move(step), pd);
   l.add_update(r.weights, dw, diff_weights, value_of(l.ir, n.inputs[1]).name);
   if (has_bias) l.add_update(r.bias, db, diff_bias, value_of(l.ir, n.inputs[2]).name);

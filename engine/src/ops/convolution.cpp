@@ -333,7 +333,13 @@ static void backward_convolution(Lowering& l, int node) {
                               l.reordered(dy, dst_md, pd.diff_dst_desc(), n.name + ":diff_dst"),
                               pd.diff_dst_desc()));
   add_weight_gradients(l, node, std::move(step), pd, pd.diff_weights_desc(),
-                       has_bias ? pd.diff_bias_desc() : md_t());
+                       has_bias ? pd.diff_bias_desc() : md_t(), [&](Step& s) {
+                         if (add_winograd_weight_gradient_alternative(
+                                 l, node, s, pd.src_desc(), pd.diff_dst_desc(),
+                                 pd.diff_weights_desc(), has_bias ? pd.diff_bias_desc() : md_t())) {
+                           ++l.report.timed_choices;
+                         }
+                       });
 }
 
 TFPIN_REGISTER_OP(convolution, .infer = infer_convolution, .lower = lower_convolution,

@@ -33,6 +33,9 @@ namespace {
 constexpr std::int64_t tile_block_bytes = 512 << 10;
 constexpr std::int64_t max_tile_block = 32 * winograd_tile_rows;
 constexpr std::int64_t max_scratch_bytes = 32 << 20;  // per thread
+// The weight gradient's partial sums What, all threads' together ([P][C][K] each: 38 MB for a
+// 512-channel layer with F(4x4)).
+constexpr std::int64_t max_weight_gradient_sums_bytes = std::int64_t{256} << 20;
 
 const WinogradKernels* kernels_for(std::int64_t block, int tile) {
   if (block == 16 && __builtin_cpu_supports("avx512f")) return &winograd_kernels_avx512(tile);
@@ -116,6 +119,94 @@ struct WinogradConvolution {
         kernels->multiply(layer, v, u, padded, k_begin, k_end, m);
         kernels->output(layer, m, with_bias, first, count, padded, k_begin, k_end, dst);
       }
+    }
+  }
+};
+
+// Training's weight gradient of a 3x3 stride-1 convolution: per block of output tiles, the input
+// transform of x into V, A dy A^T into D, and What += V^T D per position; the partial sums of
+// What (one per group of threads) are then added and transformed back, dW = G^T What G.
+struct WinogradWeightGradient {
+  WinogradLayer layer;
+  const WinogradKernels* kernels = nullptr;
+  bool has_bias = false;
+  unsigned threads = 1;
+  std::int64_t tiles = 0;
+  int tile_block = winograd_tile_rows;
+  std::int64_t groups = 1;        // of threads, each with its own What over its tile blocks
+  std::int64_t k_parts = 1;       // threads of a group, splitting the output channels
+  std::int64_t w_hat_floats = 0;  // per group
+  std::int64_t scratch_floats_per_thread = 0;
+  std::vector<std::int64_t> out_channel_offsets;
+  std::vector<std::int64_t> in_channel_offsets;
+  WinogradWeightIndex index;
+
+  [[nodiscard]] std::int64_t tile_blocks() const { return (tiles + tile_block - 1) / tile_block; }
+  [[nodiscard]] std::uint64_t scratch_bytes() const {
+    return static_cast<std::uint64_t>(w_hat_floats * groups + scratch_floats_per_thread * threads) *
+           sizeof(float);
+  }
+
+  void run(const float* x, const float* dy, float* dw, float* db, std::byte* scratch) const {
+    auto* w_hat = reinterpret_cast<float*>(scratch);
+    const std::int64_t vectors = layer.out_channels / kernels->vector_floats;
+    const std::int64_t positions = positions_of(kernels->tile);
+#pragma omp parallel num_threads(threads)
+    {
+      const auto thread = static_cast<std::int64_t>(omp_get_thread_num());
+      const auto team = static_cast<std::int64_t>(omp_get_num_threads());
+      const std::int64_t group = thread / k_parts;
+      if (group < groups && team == static_cast<std::int64_t>(threads)) {
+        const std::int64_t part = thread % k_parts;
+        const std::int64_t k_begin = vectors * part / k_parts * kernels->vector_floats;
+        const std::int64_t k_end = vectors * (part + 1) / k_parts * kernels->vector_floats;
+        // V, then D: the accumulation's reads past V's end (rows past C) land in D.
+        float* v = w_hat + w_hat_floats * groups + thread * scratch_floats_per_thread;
+        float* d = v + positions * tile_block * layer.in_channels;
+        float* mine = w_hat + group * w_hat_floats;
+        const std::int64_t blocks = tile_blocks();
+        bool first = true;
+        for (std::int64_t block = blocks * group / groups; block < blocks * (group + 1) / groups;
+             ++block) {
+          const std::int64_t first_tile = block * tile_block;
+          const int count =
+              static_cast<int>(std::min<std::int64_t>(tile_block, tiles - first_tile));
+          const int padded =
+              (count + winograd_tile_rows - 1) / winograd_tile_rows * winograd_tile_rows;
+          kernels->input(layer, x, first_tile, count, padded, v);
+          kernels->gradient(layer, dy, first_tile, count, padded, d);
+          if (k_begin < k_end) {
+            kernels->accumulate(layer, v, d, padded, k_begin, k_end, first, mine);
+          }
+          first = false;
+        }
+      }
+#pragma omp barrier
+      const std::int64_t k_begin = vectors * thread / team * kernels->vector_floats;
+      const std::int64_t k_end = vectors * (thread + 1) / team * kernels->vector_floats;
+      if (team == static_cast<std::int64_t>(threads)) {
+        kernels->weight_gradient(layer, w_hat, static_cast<int>(groups), w_hat_floats, index,
+                                 k_begin, k_end, dw);
+      }
+      if (has_bias) bias_gradient(dy, k_begin, k_end, db);
+    }
+  }
+
+  // db[k] = sum of dy over images and pixels, for k in whole channel blocks.
+  void bias_gradient(const float* dy, std::int64_t k_begin, std::int64_t k_end, float* db) const {
+    const std::int64_t block = kernels->vector_floats;
+    const std::int64_t pixels = layer.out_height * layer.out_width;
+    const std::int64_t blocks = layer.out_channels / block;
+    for (std::int64_t k0 = k_begin; k0 < k_end; k0 += block) {
+      std::array<float, 16> sum{};
+      for (std::int64_t n = 0; n < layer.batch; ++n) {
+        const float* plane = dy + (n * blocks + k0 / block) * pixels * block;
+        for (std::int64_t i = 0; i < pixels; ++i) {
+          for (std::int64_t j = 0; j < block; ++j)
+            sum[static_cast<std::size_t>(j)] += plane[i * block + j];
+        }
+      }
+      for (std::int64_t j = 0; j < block; ++j) db[k0 + j] = sum[static_cast<std::size_t>(j)];
     }
   }
 };
@@ -206,24 +297,10 @@ struct WeightSource {
   std::array<std::vector<std::int64_t>, 4> trained_offsets;
 };
 
-// One kernel as an alternative of the step (arguments: src, weights[, bias], dst): F(tile x tile,
-// 3x3) with these kernels.
-void add_alternative(Lowering& l, const std::string& name, Step& step, const WinogradLayer& shape,
-                     const WinogradKernels* kernels, const WinogradOutputOps& ops, bool has_bias,
-                     const WeightSource& source) {
-  const int tile = kernels->tile;
-  const std::int64_t positions = positions_of(tile);
-  auto conv = std::make_shared<WinogradConvolution>();
-  WinogradLayer& layer = conv->layer;
-  layer = shape;
-  layer.tiles_high = (layer.out_height + tile - 1) / tile;
-  layer.tiles_wide = (layer.out_width + tile - 1) / tile;
-  conv->kernels = kernels;
-  conv->ops = ops;
-  conv->has_bias = has_bias;
-  conv->threads = std::max(1u, l.step_threads);
-  conv->tiles = layer.batch * layer.tiles_high * layer.tiles_wide;
-  // The tile block: V and M within tile_block_bytes, and at least one block per thread.
+// Tiles per block: V and M (or D) within tile_block_bytes, and at least one block per thread.
+std::int64_t choose_tile_block(const WinogradLayer& layer, std::int64_t positions,
+                               unsigned threads) {
+  const std::int64_t tiles = layer.batch * layer.tiles_high * layer.tiles_wide;
   const std::int64_t rows = winograd_tile_rows;
   const std::int64_t bytes_per_tile = positions * 4 * (layer.in_channels + layer.out_channels);
   // Past the cache's share, big layers (512 channels in and out) still want more tiles per block:
@@ -238,9 +315,38 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
   // Bounded scratch: a 2048-channel layer would otherwise take 200 MB per thread.
   tile_block =
       std::min(tile_block, std::max(rows, max_scratch_bytes / bytes_per_tile / rows * rows));
-  const std::int64_t per_thread = (conv->tiles + conv->threads - 1) / conv->threads;
+  const std::int64_t per_thread = (tiles + threads - 1) / threads;
   tile_block = std::min(tile_block, (per_thread + rows - 1) / rows * rows);
-  conv->tile_block = static_cast<int>(tile_block);
+  return tile_block;
+}
+
+// The common part of a kernel's plan: its layer's tiles, threads and tile block.
+template <typename Kernel>
+void plan(Kernel& k, const Lowering& l, const WinogradLayer& shape, const WinogradKernels* kernels,
+          bool has_bias) {
+  const int tile = kernels->tile;
+  k.layer = shape;
+  k.layer.tiles_high = (shape.out_height + tile - 1) / tile;
+  k.layer.tiles_wide = (shape.out_width + tile - 1) / tile;
+  k.kernels = kernels;
+  k.has_bias = has_bias;
+  k.threads = std::max(1u, l.step_threads);
+  k.tiles = k.layer.batch * k.layer.tiles_high * k.layer.tiles_wide;
+  k.tile_block = static_cast<int>(choose_tile_block(k.layer, positions_of(tile), k.threads));
+}
+
+// One kernel as an alternative of the step (arguments: src, weights[, bias], dst): F(tile x tile,
+// 3x3) with these kernels.
+void add_alternative(Lowering& l, const std::string& name, Step& step, const WinogradLayer& shape,
+                     const WinogradKernels* kernels, const WinogradOutputOps& ops, bool has_bias,
+                     const WeightSource& source) {
+  const int tile = kernels->tile;
+  const std::int64_t positions = positions_of(tile);
+  auto conv = std::make_shared<WinogradConvolution>();
+  plan(*conv, l, shape, kernels, has_bias);
+  const WinogradLayer& layer = conv->layer;
+  const std::int64_t tile_block = conv->tile_block;
+  conv->ops = ops;
   // Fewer tile blocks than threads (batch 1, small images): the threads share output channels.
   if (conv->tile_blocks() < conv->threads) {
     conv->k_parts = (conv->threads + conv->tile_blocks() - 1) / conv->tile_blocks();
@@ -286,22 +392,26 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
   step.alternatives.push_back(std::move(alt));
 }
 
-// Whether the kernels of the effective ISA can read `in` and write `out` (dims, layouts): channels
-// in whole vectors, both in the channel-blocked layout of the ISA.
-bool fits(const Dims& in, const md_t& in_md, const Dims& out, const md_t& out_md) {
-  const std::int64_t block = onednn::native_channel_block();
-  auto blocked = [block](const Dims& d) {
-    return md_t(to_dnnl(d), dnnl::memory::data_type::f32, block == 16 ? tag::nChw16c : tag::nChw8c);
-  };
-  return kernels_for(block, 4) != nullptr && in[1] % block == 0 && out[1] % block == 0 &&
-         in_md == blocked(in) && out_md == blocked(out);
+// The channel block (8 or 16) of the kernels that can read `in` and write `out` (dims, layouts):
+// both in the same channel-blocked layout, nChw8c or nChw16c, with the CPU's vectors for it and
+// channels in whole blocks (oneDNN picks nChw8c for some of training's steps on AVX-512 too). 0 if
+// none.
+std::int64_t fitting_block(const Dims& in, const md_t& in_md, const Dims& out, const md_t& out_md) {
+  for (std::int64_t block : {16, 8}) {
+    auto blocked = [block](const Dims& d) {
+      return md_t(to_dnnl(d), dnnl::memory::data_type::f32,
+                  block == 16 ? tag::nChw16c : tag::nChw8c);
+    };
+    if (kernels_for(block, 4) != nullptr && in[1] % block == 0 && out[1] % block == 0 &&
+        in_md == blocked(in) && out_md == blocked(out)) {
+      return block;
+    }
+  }
+  return 0;
 }
 
-// Both tile sizes, timed: F(6x6) does 1.8 multiplications per output where F(4x4) does 2.25,
-// with more transform work and rounding, and more tiles past the image's edge on small images.
-void add_both_tiles(Lowering& l, const std::string& name, Step& step, const Dims& in,
-                    const Dims& out, std::int64_t pad_top, std::int64_t pad_left,
-                    const WinogradOutputOps& ops, bool has_bias, const WeightSource& source) {
+WinogradLayer layer_of(const Dims& in, const Dims& out, std::int64_t pad_top,
+                       std::int64_t pad_left) {
   WinogradLayer layer;
   layer.batch = in[0];
   layer.in_channels = in[1];
@@ -312,10 +422,61 @@ void add_both_tiles(Lowering& l, const std::string& name, Step& step, const Dims
   layer.out_width = out[3];
   layer.pad_top = pad_top;
   layer.pad_left = pad_left;
-  const std::int64_t block = onednn::native_channel_block();
+  return layer;
+}
+
+// Both tile sizes, timed: F(6x6) does 1.8 multiplications per output where F(4x4) does 2.25,
+// with more transform work and rounding, and more tiles past the image's edge on small images.
+void add_both_tiles(Lowering& l, const std::string& name, Step& step, std::int64_t block,
+                    const Dims& in, const Dims& out, std::int64_t pad_top, std::int64_t pad_left,
+                    const WinogradOutputOps& ops, bool has_bias, const WeightSource& source) {
+  const WinogradLayer layer = layer_of(in, out, pad_top, pad_left);
   for (int tile : {4, 6}) {
     add_alternative(l, name, step, layer, kernels_for(block, tile), ops, has_bias, source);
   }
+}
+
+// The weight gradient step's alternative (arguments: x, dy, dW[, db]) with these kernels.
+void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLayer& shape,
+                                     const WinogradKernels* kernels, bool has_bias,
+                                     std::array<std::vector<std::int64_t>, 4> offsets) {
+  const int tile = kernels->tile;
+  const std::int64_t positions = positions_of(tile);
+  auto grad = std::make_shared<WinogradWeightGradient>();
+  plan(*grad, l, shape, kernels, has_bias);
+  const WinogradLayer& layer = grad->layer;
+  const std::int64_t c_rows =
+      (layer.in_channels + winograd_tile_rows - 1) / winograd_tile_rows * winograd_tile_rows;
+  grad->w_hat_floats = (positions * c_rows * layer.out_channels + 15) / 16 * 16;
+  // One What per thread while they fit the budget (then each thread has its own tiles); past it,
+  // one What shared by threads splitting the output channels.
+  const std::int64_t threads = grad->threads;
+  const std::int64_t affordable = std::max<std::int64_t>(
+      1, max_weight_gradient_sums_bytes / (grad->w_hat_floats * std::int64_t{sizeof(float)}));
+  grad->groups = std::clamp<std::int64_t>(std::min(affordable, grad->tile_blocks()), 1, threads);
+  grad->k_parts = threads / grad->groups;
+  grad->scratch_floats_per_thread =
+      (positions * grad->tile_block * (layer.in_channels + layer.out_channels) + 15) / 16 * 16;
+  grad->out_channel_offsets = std::move(offsets[0]);
+  grad->in_channel_offsets = std::move(offsets[1]);
+  grad->index.out_channel = grad->out_channel_offsets.data();
+  grad->index.in_channel = grad->in_channel_offsets.data();
+  for (std::size_t i = 0; i < 3; ++i) {
+    grad->index.row[i] = offsets[2][i];
+    grad->index.column[i] = offsets[3][i];
+  }
+  Alternative alt;
+  alt.args = step.args;
+  alt.scratchpad_bytes = grad->scratch_bytes();
+  alt.impl =
+      fmt::format("tfpin_wino_{}x3:{}", tile, kernels->vector_floats == 16 ? "avx512" : "avx2");
+  alt.kernel = [grad](const KernelCall& call) {
+    const auto& d = call.data;
+    grad->run(static_cast<const float*>(d[0]), static_cast<const float*>(d[1]),
+              static_cast<float*>(d[2]), grad->has_bias ? static_cast<float*>(d[3]) : nullptr,
+              call.scratch);
+  };
+  step.alternatives.push_back(std::move(alt));
 }
 
 }  // namespace
@@ -327,7 +488,8 @@ bool add_winograd_alternative(Lowering& l, int node, Step& step, const md_t& src
   const auto& a = std::get<Conv2D>(n.attrs);
   const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
   const Dims& od = value_of(l.ir, n.output).dims;
-  if (!fits(xd, src_md, od, dst_md)) return false;
+  const std::int64_t block = fitting_block(xd, src_md, od, dst_md);
+  if (block == 0) return false;
   WeightSource source;
   if (l.training()) {
     auto offsets = separable_offsets(weights_md);
@@ -341,8 +503,8 @@ bool add_winograd_alternative(Lowering& l, int node, Step& step, const md_t& src
     if (p.kind == PostOp::Kind::eltwise || ops.count == 4) return false;
     ops.ops[ops.count++] = p.kind == PostOp::Kind::sum ? WinogradPostOp::sum : WinogradPostOp::relu;
   }
-  add_both_tiles(l, n.name, step, xd, od, a.padding[0], a.padding[1], ops, n.inputs.size() > 2,
-                 source);
+  add_both_tiles(l, n.name, step, block, xd, od, a.padding[0], a.padding[1], ops,
+                 n.inputs.size() > 2, source);
   return true;
 }
 
@@ -354,7 +516,8 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
   const auto& a = std::get<Conv2D>(n.attrs);
   const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
   const Dims& od = value_of(l.ir, n.output).dims;
-  if (!fits(od, diff_dst_md, xd, diff_src_md)) return false;
+  const std::int64_t block = fitting_block(od, diff_dst_md, xd, diff_src_md);
+  if (block == 0) return false;
   auto offsets = separable_offsets(weights_md);
   if (!offsets) return false;
   // dx = dy convolved with the kernel transposed (K and C swap) and flipped, padded by 2 - p:
@@ -366,8 +529,29 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
     const auto& forward = (*offsets)[d];
     source.trained_offsets[d] = {forward[2], forward[1], forward[0]};
   }
-  add_both_tiles(l, n.name + ":backward_data", step, od, xd, 2 - a.padding[0], 2 - a.padding[1], {},
-                 false, source);
+  add_both_tiles(l, n.name + ":backward_data", step, block, od, xd, 2 - a.padding[0],
+                 2 - a.padding[1], {}, false, source);
+  return true;
+}
+
+bool add_winograd_weight_gradient_alternative(Lowering& l, int node, Step& step, const md_t& src_md,
+                                              const md_t& diff_dst_md, const md_t& diff_weights_md,
+                                              const md_t& diff_bias_md) {
+  Node& n = node_of(l.ir, node);
+  if (!l.options.winograd || !winograd_shape(l.ir, node)) return false;
+  const auto& a = std::get<Conv2D>(n.attrs);
+  const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
+  const Dims& od = value_of(l.ir, n.output).dims;
+  const std::int64_t block = fitting_block(xd, src_md, od, diff_dst_md);
+  if (block == 0) return false;
+  const bool has_bias = n.inputs.size() > 2;
+  if (has_bias && diff_bias_md != md_t({od[1]}, dnnl::memory::data_type::f32, tag::x)) return false;
+  auto offsets = separable_offsets(diff_weights_md);
+  if (!offsets) return false;
+  const WinogradLayer layer = layer_of(xd, od, a.padding[0], a.padding[1]);
+  for (int tile : {4, 6}) {
+    add_weight_gradient_alternative(l, step, layer, kernels_for(block, tile), has_bias, *offsets);
+  }
   return true;
 }
 

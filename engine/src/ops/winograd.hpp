@@ -22,4 +22,10 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
                                             const md_t& diff_dst_md, const md_t& weights_md,
                                             const md_t& diff_src_md);
 
+// The same for its backward weights step (arguments: src, diff_dst, diff_weights[, diff_bias]):
+// dW = G^T [sum over tiles of (A dy A^T) . (B^T x B)] G, the transpose of the forward.
+bool add_winograd_weight_gradient_alternative(Lowering& l, int node, Step& step, const md_t& src_md,
+                                              const md_t& diff_dst_md, const md_t& diff_weights_md,
+                                              const md_t& diff_bias_md);
+
 }  // namespace tfpin::engine::detail

@@ -46,6 +46,30 @@ struct Transforms<4> {
     r[4] = (1.0f / 24) * g[0] - (1.0f / 12) * g[1] + (1.0f / 6) * g[2];
     r[5] = g[2];
   }
+  // A y for one column of an output-gradient tile (training's weight gradient, the transpose of
+  // output()).
+  static void gradient(const vec y[4], vec r[6]) {
+    const vec even = y[0] + y[2];
+    const vec odd = y[1] + y[3];
+    const vec even2 = y[0] + 4 * y[2];
+    const vec odd2 = 2 * y[1] + 8 * y[3];
+    r[0] = y[0];
+    r[1] = even + odd;
+    r[2] = even - odd;
+    r[3] = even2 + odd2;
+    r[4] = even2 - odd2;
+    r[5] = y[3];
+  }
+  // G^T x for one column of a product tile (the transpose of weight()).
+  static void weight_gradient(const vec x[6], vec r[3]) {
+    const vec a = x[1] + x[2];
+    const vec b = x[1] - x[2];
+    const vec c = x[3] + x[4];
+    const vec d = x[3] - x[4];
+    r[0] = 0.25f * x[0] - (1.0f / 6) * a + (1.0f / 24) * c;
+    r[1] = (-1.0f / 6) * b + (1.0f / 12) * d;
+    r[2] = (-1.0f / 6) * a + (1.0f / 6) * c + x[5];
+  }
   static void input(const vec d[6], vec r[6]) {
     r[0] = 4 * d[0] - 5 * d[2] + d[4];
     r[1] = d[3] + d[4] - 4 * (d[1] + d[2]);
@@ -81,6 +105,33 @@ struct Transforms<6> {
     r[5] = c + (16.0f / 45) * g[1];
     r[6] = c - (16.0f / 45) * g[1];
     r[7] = g[2];
+  }
+  static void gradient(const vec y[6], vec r[8]) {
+    const vec even1 = y[0] + y[2] + y[4];
+    const vec odd1 = y[1] + y[3] + y[5];
+    const vec even2 = y[0] + 4 * y[2] + 16 * y[4];
+    const vec odd2 = 2 * y[1] + 8 * y[3] + 32 * y[5];
+    const vec even3 = y[0] + 0.25f * y[2] + 0.0625f * y[4];
+    const vec odd3 = 0.5f * y[1] + 0.125f * y[3] + 0.03125f * y[5];
+    r[0] = y[0];
+    r[1] = even1 + odd1;
+    r[2] = even1 - odd1;
+    r[3] = even2 + odd2;
+    r[4] = even2 - odd2;
+    r[5] = even3 + odd3;
+    r[6] = even3 - odd3;
+    r[7] = y[5];
+  }
+  static void weight_gradient(const vec x[8], vec r[3]) {
+    const vec a = x[1] + x[2];
+    const vec b = x[1] - x[2];
+    const vec c = x[3] + x[4];
+    const vec d = x[3] - x[4];
+    const vec e = x[5] + x[6];
+    const vec f = x[5] - x[6];
+    r[0] = x[0] - (2.0f / 9) * a + (1.0f / 90) * c + (32.0f / 45) * e;
+    r[1] = (-2.0f / 9) * b + (1.0f / 45) * d + (16.0f / 45) * f;
+    r[2] = (-2.0f / 9) * a + (2.0f / 45) * c + (8.0f / 45) * e + x[7];
   }
   static void input(const vec d[8], vec r[8]) {
     r[0] = d[0] - d[6] + 5.25f * (d[4] - d[2]);
@@ -127,6 +178,14 @@ TilePlace place_of(const WinogradLayer& l, std::int64_t tile) {
   return {tile / per_image, m * (in_image / l.tiles_wide), m * (in_image % l.tiles_wide)};
 }
 
+// A padding tile of a transformed block (V or D): zero in every position.
+void zero_tile(float* tile, std::int64_t channels, int positions, std::int64_t position_stride) {
+  for (int p = 0; p < positions; ++p) {
+    for (std::int64_t c = 0; c < channels; c += floats)
+      store(tile + p * position_stride + c, vec{});
+  }
+}
+
 template <int m>
 void transform_input(const WinogradLayer& l, const float* src, std::int64_t first, int count,
                      int padded, float* v) {
@@ -137,11 +196,7 @@ void transform_input(const WinogradLayer& l, const float* src, std::int64_t firs
   for (int t = 0; t < padded; ++t) {
     float* tile_out = v + static_cast<std::int64_t>(t) * c_total;
     if (t >= count) {
-      for (int p = 0; p < alpha * alpha; ++p) {
-        for (std::int64_t c = 0; c < c_total; c += floats) {
-          store(tile_out + p * position_stride + c, vec{});
-        }
-      }
+      zero_tile(tile_out, c_total, alpha * alpha, position_stride);
       continue;
     }
     const TilePlace place = place_of<m>(l, first + t);
@@ -174,23 +229,28 @@ void transform_input(const WinogradLayer& l, const float* src, std::int64_t firs
   }
 }
 
-// rows x (vectors * floats) of M += rows x C of V times C x (vectors * floats) of U.
-template <int vectors>
-void multiply_block(const float* v, std::int64_t c_total, const float* u, float* m,
-                    std::int64_t k_total) {
+// The register-blocked micro-kernel: rows x (vectors * floats) of C = (C if accumulating) + the
+// sum over `steps` of a column of A (rows, broadcast) times a row of B (vectors). A's element
+// (row r, step s) is at a[r * a_stride + s], or a[s * a_stride + r] when A is transposed; B's row s
+// at b + s * b_stride.
+template <int vectors, bool a_transposed>
+void micro_kernel(const float* a, std::int64_t a_stride, const float* b, std::int64_t b_stride,
+                  std::int64_t steps, bool accumulating, float* c, std::int64_t c_stride) {
   vec acc[rows][vectors];
 #pragma GCC unroll 8
   for (int r = 0; r < rows; ++r) {
 #pragma GCC unroll 8
-    for (int k = 0; k < vectors; ++k) acc[r][k] = vec{};
+    for (int k = 0; k < vectors; ++k) {
+      acc[r][k] = accumulating ? load(c + r * c_stride + k * floats) : vec{};
+    }
   }
-  for (std::int64_t c = 0; c < c_total; ++c) {
+  for (std::int64_t s = 0; s < steps; ++s) {
     vec w[vectors];
 #pragma GCC unroll 8
-    for (int k = 0; k < vectors; ++k) w[k] = load(u + (c * vectors + k) * floats);
+    for (int k = 0; k < vectors; ++k) w[k] = load(b + s * b_stride + k * floats);
 #pragma GCC unroll 8
     for (int r = 0; r < rows; ++r) {
-      const vec x = splat(v[r * c_total + c]);
+      const vec x = splat(a_transposed ? a[s * a_stride + r] : a[r * a_stride + s]);
 #pragma GCC unroll 8
       for (int k = 0; k < vectors; ++k) acc[r][k] += x * w[k];
     }
@@ -198,7 +258,7 @@ void multiply_block(const float* v, std::int64_t c_total, const float* u, float*
 #pragma GCC unroll 8
   for (int r = 0; r < rows; ++r) {
 #pragma GCC unroll 8
-    for (int k = 0; k < vectors; ++k) store(m + r * k_total + k * floats, acc[r][k]);
+    for (int k = 0; k < vectors; ++k) store(c + r * c_stride + k * floats, acc[r][k]);
   }
 }
 
@@ -206,7 +266,9 @@ template <int vectors>
 void multiply_blocks(const float* v, std::int64_t c_total, const float* u, int padded, float* m,
                      std::int64_t k_total) {
   for (int t = 0; t < padded; t += rows) {
-    multiply_block<vectors>(v + t * c_total, c_total, u, m + t * k_total, k_total);
+    // rows tiles x (vectors * floats) of M = rows x C of V times C x (vectors * floats) of U.
+    micro_kernel<vectors, false>(v + t * c_total, c_total, u, vectors * floats, c_total, false,
+                                 m + t * k_total, k_total);
   }
 }
 
@@ -334,6 +396,138 @@ void transform_weights(const WinogradLayer& l, const float* w, const WinogradWei
   }
 }
 
+// A dy A^T for output tiles [first, first + count) (all K channels) into D[P][padded][K]; zero
+// past the output's edges and for tiles count..padded.
+template <int m>
+void transform_gradient(const WinogradLayer& l, const float* dy, std::int64_t first, int count,
+                        int padded, float* d) {
+  constexpr int alpha = m + 2;
+  const std::int64_t k_total = l.out_channels;
+  const std::int64_t blocks = k_total / floats;
+  const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
+  for (int t = 0; t < padded; ++t) {
+    float* tile_out = d + static_cast<std::int64_t>(t) * k_total;
+    if (t >= count) {
+      zero_tile(tile_out, k_total, alpha * alpha, position_stride);
+      continue;
+    }
+    const TilePlace place = place_of<m>(l, first + t);
+    const std::int64_t rows_here = l.out_height - place.y < m ? l.out_height - place.y : m;
+    const std::int64_t columns_here = l.out_width - place.x < m ? l.out_width - place.x : m;
+    for (std::int64_t kb = 0; kb < blocks; ++kb) {
+      const float* plane = dy + (place.image * blocks + kb) * l.out_height * l.out_width * floats;
+      vec t1[alpha][m];  // t1[i][j] = (A y)[i][j], one column of y at a time
+      for (int j = 0; j < m; ++j) {
+        vec column[m];
+        for (int i = 0; i < m; ++i) {
+          column[i] = i < rows_here && j < columns_here
+                          ? load(plane + ((place.y + i) * l.out_width + place.x + j) * floats)
+                          : vec{};
+        }
+        vec result[alpha];
+        Transforms<m>::gradient(column, result);
+        for (int i = 0; i < alpha; ++i) t1[i][j] = result[i];
+      }
+      float* out = tile_out + kb * floats;
+      for (int i = 0; i < alpha; ++i) {
+        vec result[alpha];
+        Transforms<m>::gradient(t1[i], result);  // (A y A^T)[i] = A (A y)[i]^T
+        for (int k = 0; k < alpha; ++k) store(out + (i * alpha + k) * position_stride, result[k]);
+      }
+    }
+  }
+}
+
+// rows x (vectors * floats) of What (+)= sum over t < padded of V[t][rows] D[t][vectors * floats]:
+// the rows are input channels, read past C into the next tile (What's rows past C are padding).
+template <int vectors>
+void accumulate_block(const float* v, std::int64_t c_total, const float* d, std::int64_t k_total,
+                      int padded, bool first, float* w) {
+  micro_kernel<vectors, true>(v, c_total, d, k_total, padded, !first, w, k_total);
+}
+
+// What[p][c][k] (+)= sum over t of V[p][t][c] D[p][t][k] for k in [k_begin, k_end) (multiples of
+// vector_floats); What has C rounded up to winograd_tile_rows rows.
+template <int tile>
+void accumulate(const WinogradLayer& l, const float* v, const float* d, int padded,
+                std::int64_t k_begin, std::int64_t k_end, bool first, float* w_hat) {
+  constexpr int positions = (tile + 2) * (tile + 2);
+  const std::int64_t c_total = l.in_channels;
+  const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
+  const std::int64_t k_total = l.out_channels;
+  const std::int64_t full = block_vectors * floats;
+  for (int p = 0; p < positions; ++p) {
+    const float* vp = v + static_cast<std::int64_t>(p) * padded * c_total;
+    const float* dp = d + static_cast<std::int64_t>(p) * padded * k_total;
+    float* wp = w_hat + p * c_rows * k_total;
+    for (std::int64_t c0 = 0; c0 < c_total; c0 += rows) {
+      for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
+        const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
+        const float* vb = vp + c0;
+        const float* db = dp + k0;
+        float* wb = wp + c0 * k_total + k0;
+        switch (width / floats) {
+          case 1:
+            accumulate_block<1>(vb, c_total, db, k_total, padded, first, wb);
+            break;
+          case 2:
+            accumulate_block<2>(vb, c_total, db, k_total, padded, first, wb);
+            break;
+#if TFPIN_WINOGRAD_FLOATS == 16
+          case 3:
+            accumulate_block<3>(vb, c_total, db, k_total, padded, first, wb);
+            break;
+#endif
+          default:
+            accumulate_block<block_vectors>(vb, c_total, db, k_total, padded, first, wb);
+            break;
+        }
+      }
+    }
+  }
+}
+
+// dW = G^T (sum of the `parts` partial What, part_stride floats apart) G for output channels
+// [k_begin, k_end) (multiples of vector_floats), scattered into the trained tensor's layout.
+template <int m>
+void weight_gradient(const WinogradLayer& l, const float* w_hat, int parts,
+                     std::int64_t part_stride, const WinogradWeightIndex& index,
+                     std::int64_t k_begin, std::int64_t k_end, float* dw) {
+  constexpr int alpha = m + 2;
+  const std::int64_t c_total = l.in_channels;
+  const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
+  const std::int64_t k_total = l.out_channels;
+  const std::int64_t position_stride = c_rows * k_total;
+  for (std::int64_t k = k_begin; k < k_end; k += floats) {
+    for (std::int64_t c = 0; c < c_total; ++c) {
+      vec x[alpha][alpha];
+      for (int p = 0; p < alpha * alpha; ++p) {
+        const float* at = w_hat + p * position_stride + c * k_total + k;
+        vec sum = load(at);
+        for (int part = 1; part < parts; ++part) sum += load(at + part * part_stride);
+        x[p / alpha][p % alpha] = sum;
+      }
+      vec gx[3][alpha];  // G^T x, column by column
+      for (int j = 0; j < alpha; ++j) {
+        vec column[alpha];
+        for (int i = 0; i < alpha; ++i) column[i] = x[i][j];
+        vec result[3];
+        Transforms<m>::weight_gradient(column, result);
+        for (int r = 0; r < 3; ++r) gx[r][j] = result[r];
+      }
+      float* wc = dw + index.in_channel[c];
+      for (int r = 0; r < 3; ++r) {
+        vec result[3];
+        Transforms<m>::weight_gradient(gx[r], result);  // (G^T x G)[r] = G^T (G^T x)[r]^T
+        for (int s = 0; s < 3; ++s) {
+          float* out = wc + index.row[r] + index.column[s];
+          for (int j = 0; j < floats; ++j) out[index.out_channel[k + j]] = result[s][j];
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 #if TFPIN_WINOGRAD_FLOATS == 16
@@ -347,14 +541,20 @@ const WinogradKernels& winograd_kernels_avx2(int tile) {
                                   transform_input<4>,
                                   multiply<4>,
                                   transform_output<4>,
-                                  transform_weights<4>};
+                                  transform_weights<4>,
+                                  transform_gradient<4>,
+                                  accumulate<4>,
+                                  weight_gradient<4>};
   static const WinogradKernels f6{floats,
                                   block_vectors,
                                   6,
                                   transform_input<6>,
                                   multiply<6>,
                                   transform_output<6>,
-                                  transform_weights<6>};
+                                  transform_weights<6>,
+                                  transform_gradient<6>,
+                                  accumulate<6>,
+                                  weight_gradient<6>};
   return tile == 6 ? f6 : f4;
 }
 

@@ -71,6 +71,22 @@ struct WinogradKernels {
   // weights that change between runs (training), in float.
   void (*weights)(const WinogradLayer& layer, const float* w, const WinogradWeightIndex& index,
                   std::int64_t k_begin, std::int64_t k_end, float* u);
+
+  // Training's weight gradient, dW = G^T [sum over tiles of (A dy A^T) . (B^T x B)] G, with the
+  // input transform above for x:
+  // the output gradient's tiles [first, first + count) into D[P][padded][K] (A dy A^T);
+  void (*gradient)(const WinogradLayer& layer, const float* dy, std::int64_t first, int count,
+                   int padded, float* d);
+  // What[p][c][k] (+)= sum over t < padded of V[p][t][c] D[p][t][k], k in [k_begin, k_end)
+  // (multiples of vector_floats); What is [P][C rounded up to winograd_tile_rows][K], and V needs
+  // winograd_tile_rows floats readable past its end;
+  void (*accumulate)(const WinogradLayer& layer, const float* v, const float* d, int padded,
+                     std::int64_t k_begin, std::int64_t k_end, bool first, float* w_hat);
+  // dW = G^T What G, What the sum of `parts` partial sums part_stride floats apart, for output
+  // channels [k_begin, k_end), written through the index.
+  void (*weight_gradient)(const WinogradLayer& layer, const float* w_hat, int parts,
+                          std::int64_t part_stride, const WinogradWeightIndex& index,
+                          std::int64_t k_begin, std::int64_t k_end, float* dw);
 };
 
 // F(tile x tile, 3x3), tile 4 or 6. Built with -mavx2 -mfma and -mavx512f: call only where the
