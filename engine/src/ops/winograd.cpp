@@ -1,8 +1,8 @@
-// tfpin's own Winograd convolutions F(4x4, 3x3) and F(6x6, 3x3) (Lavin and Gray, "Fast
-// Algorithms for Convolutional Neural Networks", 2015): Y = A^T [(G g G^T) . (B^T d B)] A per
-// m x m output tile, (m + 2)^2 products per tile and channel pair where the direct kernel does
-// 9 m^2. oneDNN 2.x has F(4x4, 3x3) for AVX-512 only and oneDNN 3.x none; these run on AVX2 and
-// AVX-512 from one source (winograd_kernels.cpp) and are timed against oneDNN's kernels like
+// tfpin's own Winograd convolutions F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5) (Lavin and Gray,
+// "Fast Algorithms for Convolutional Neural Networks", 2015): Y = A^T [(G g G^T) . (B^T d B)] A
+// per m x m output tile, (m + r - 1)^2 products per tile and channel pair where the direct kernel
+// does r^2 m^2. oneDNN 2.x has F(4x4, 3x3) for AVX-512 only and oneDNN 3.x none; these run on AVX2
+// and AVX-512 from one source (winograd_kernels.cpp) and are timed against oneDNN's kernels like
 // theirs against each other.
 //
 // Per block of tiles, on each thread: the input transform into V[P][tiles][C], P matrix products
@@ -37,15 +37,39 @@ constexpr std::int64_t max_scratch_bytes = 32 << 20;  // per thread
 // 512-channel layer with F(4x4)).
 constexpr std::int64_t max_weight_gradient_sums_bytes = std::int64_t{256} << 20;
 
-const WinogradKernels* kernels_for(std::int64_t block, int tile) {
-  if (block == 16 && __builtin_cpu_supports("avx512f")) return &winograd_kernels_avx512(tile);
+const WinogradKernels* kernels_for(std::int64_t block, int tile, int kernel_size) {
+  if (block == 16 && __builtin_cpu_supports("avx512f")) {
+    return winograd_kernels_avx512(tile, kernel_size);
+  }
   if (block == 8 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    return &winograd_kernels_avx2(tile);
+    return winograd_kernels_avx2(tile, kernel_size);
   }
   return nullptr;
 }
 
-int positions_of(int tile) { return (tile + 2) * (tile + 2); }
+// The tile sizes tfpin has for a kernel size: both timed for 3x3 (F(6x6) does 1.8 multiplications
+// per output where F(4x4) does 2.25, with more transform work and rounding, and more tiles past
+// the image's edge on small images); F(4x4) for 5x5 (its 8x8 tiles are F(6x6, 3x3)'s).
+std::vector<int> tiles_for(int kernel_size) {
+  return kernel_size == 3 ? std::vector<int>{4, 6} : std::vector<int>{4};
+}
+
+// The square kernel size (3 or 5) of a convolution tfpin's Winograd can run: stride 1, no
+// dilation or groups; 0 for any other.
+int own_winograd_kernel(const Ir& ir, int node) {
+  const Node& n = ir.nodes[static_cast<std::size_t>(node)];
+  if (n.kind != OpKind::convolution || n.inputs.size() < 2) return 0;
+  const auto& a = std::get<Conv2D>(n.attrs);
+  const Dims& w = ir.values[static_cast<std::size_t>(n.inputs[1])].dims;
+  const bool fits = a.groups == 1 && w[2] == w[3] && (w[2] == 3 || w[2] == 5) && a.stride[0] == 1 &&
+                    a.stride[1] == 1 && a.dilation[0] == 1 && a.dilation[1] == 1;
+  return fits ? static_cast<int>(w[2]) : 0;
+}
+
+int positions_of(const WinogradKernels& k) {
+  const int alpha = k.tile + k.kernel_size - 1;
+  return alpha * alpha;
+}
 
 struct WinogradConvolution {
   WinogradLayer layer;
@@ -97,7 +121,7 @@ struct WinogradConvolution {
 #pragma omp barrier
       }
       float* v = scratch_floats + u_floats + thread * scratch_floats_per_thread;
-      float* m = v + std::int64_t{positions_of(kernels->tile)} * tile_block * layer.in_channels;
+      float* m = v + std::int64_t{positions_of(*kernels)} * tile_block * layer.in_channels;
       WinogradOutputOps with_bias = ops;
       with_bias.bias = has_bias ? bias : nullptr;
       // Contiguous items per thread: a thread's k parts of one tile block share its V.
@@ -150,7 +174,7 @@ struct WinogradWeightGradient {
   void run(const float* x, const float* dy, float* dw, float* db, std::byte* scratch) const {
     auto* w_hat = reinterpret_cast<float*>(scratch);
     const std::int64_t vectors = layer.out_channels / kernels->vector_floats;
-    const std::int64_t positions = positions_of(kernels->tile);
+    const std::int64_t positions = positions_of(*kernels);
 #pragma omp parallel num_threads(threads)
     {
       const auto thread = static_cast<std::int64_t>(omp_get_thread_num());
@@ -214,43 +238,52 @@ struct WinogradWeightGradient {
 // G g G^T for every output and input channel pair, in U's layout (winograd_kernels.hpp). In double:
 // the transforms' fractions are not exact in float.
 std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_t k_total,
-                                     std::int64_t c_total, std::int64_t block_width, int tile) {
-  using Row = std::array<double, 3>;
+                                     std::int64_t c_total, std::int64_t block_width, int tile,
+                                     int kernel_size) {
+  using Row = std::array<double, 5>;
   // F(4x4, 3x3): points 0, 1, -1, 2, -2, infinity.
-  static constexpr std::array<Row, 6> g4 = {{{1.0 / 4, 0, 0},
+  static constexpr std::array<Row, 6> g6 = {{{1.0 / 4, 0, 0},
                                              {-1.0 / 6, -1.0 / 6, -1.0 / 6},
                                              {-1.0 / 6, 1.0 / 6, -1.0 / 6},
                                              {1.0 / 24, 1.0 / 12, 1.0 / 6},
                                              {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                              {0, 0, 1}}};
-  // F(6x6, 3x3): points 0, 1, -1, 2, -2, 1/2, -1/2, infinity.
-  static constexpr std::array<Row, 8> g6 = {{{1, 0, 0},
-                                             {-2.0 / 9, -2.0 / 9, -2.0 / 9},
-                                             {-2.0 / 9, 2.0 / 9, -2.0 / 9},
-                                             {1.0 / 90, 1.0 / 45, 2.0 / 45},
-                                             {1.0 / 90, -1.0 / 45, 2.0 / 45},
-                                             {32.0 / 45, 16.0 / 45, 8.0 / 45},
-                                             {32.0 / 45, -16.0 / 45, 8.0 / 45},
-                                             {0, 0, 1}}};
-  const int alpha = tile + 2;
-  const Row* g = tile == 6 ? g6.data() : g4.data();
+  // F(6x6, 3x3) and F(4x4, 5x5): points 0, 1, -1, 2, -2, 1/2, -1/2 (row i: s_i (1, x_i, x_i^2,
+  // ...)), and infinity (the last tap, set below).
+  static constexpr std::array<Row, 7> g8 = {
+      {{1, 0, 0, 0, 0},
+       {-2.0 / 9, -2.0 / 9, -2.0 / 9, -2.0 / 9, -2.0 / 9},
+       {-2.0 / 9, 2.0 / 9, -2.0 / 9, 2.0 / 9, -2.0 / 9},
+       {1.0 / 90, 2.0 / 90, 4.0 / 90, 8.0 / 90, 16.0 / 90},
+       {1.0 / 90, -2.0 / 90, 4.0 / 90, -8.0 / 90, 16.0 / 90},
+       {32.0 / 45, 16.0 / 45, 8.0 / 45, 4.0 / 45, 2.0 / 45},
+       {32.0 / 45, -16.0 / 45, 8.0 / 45, -4.0 / 45, 2.0 / 45}}};
+  const int r = kernel_size;
+  const int alpha = tile + r - 1;
+  std::array<Row, 8> g{};
+  if (alpha == 6) {
+    std::copy(g6.begin(), g6.end(), g.begin());
+  } else {
+    std::copy(g8.begin(), g8.end(), g.begin());
+    g[7][static_cast<std::size_t>(r - 1)] = 1;
+  }
   const std::int64_t positions = alpha * alpha;
   std::vector<float> u(static_cast<std::size_t>(positions * k_total * c_total));
   for (std::int64_t k = 0; k < k_total; ++k) {
     const std::int64_t k0 = k / block_width * block_width;
     const std::int64_t width = std::min(block_width, k_total - k0);
     for (std::int64_t c = 0; c < c_total; ++c) {
-      const float* w = &oihw[static_cast<std::size_t>((k * c_total + c) * 9)];
+      const float* w = &oihw[static_cast<std::size_t>((k * c_total + c) * r * r)];
       std::array<Row, 8> gw{};  // G g
       for (int i = 0; i < alpha; ++i) {
-        for (int j = 0; j < 3; ++j) {
-          for (int r = 0; r < 3; ++r) gw[i][j] += g[i][r] * w[r * 3 + j];
+        for (int j = 0; j < r; ++j) {
+          for (int t = 0; t < r; ++t) gw[i][j] += g[i][t] * w[t * r + j];
         }
       }
       for (int i = 0; i < alpha; ++i) {
         for (int j = 0; j < alpha; ++j) {
           double value = 0;
-          for (int r = 0; r < 3; ++r) value += gw[i][r] * g[j][r];
+          for (int t = 0; t < r; ++t) value += gw[i][t] * g[j][t];
           const std::int64_t p = i * alpha + j;
           const std::int64_t at = p * c_total * k_total + k0 * c_total + c * width + (k - k0);
           u[static_cast<std::size_t>(at)] = static_cast<float>(value);
@@ -332,7 +365,7 @@ void plan(Kernel& k, const Lowering& l, const WinogradLayer& shape, const Winogr
   k.has_bias = has_bias;
   k.threads = std::max(1u, l.step_threads);
   k.tiles = k.layer.batch * k.layer.tiles_high * k.layer.tiles_wide;
-  k.tile_block = static_cast<int>(choose_tile_block(k.layer, positions_of(tile), k.threads));
+  k.tile_block = static_cast<int>(choose_tile_block(k.layer, positions_of(*kernels), k.threads));
 }
 
 // One kernel as an alternative of the step (arguments: src, weights[, bias], dst): F(tile x tile,
@@ -341,7 +374,7 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
                      const WinogradKernels* kernels, const WinogradOutputOps& ops, bool has_bias,
                      const WeightSource& source) {
   const int tile = kernels->tile;
-  const std::int64_t positions = positions_of(tile);
+  const std::int64_t positions = positions_of(*kernels);
   auto conv = std::make_shared<WinogradConvolution>();
   plan(*conv, l, shape, kernels, has_bias);
   const WinogradLayer& layer = conv->layer;
@@ -364,7 +397,7 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
     conv->in_channel_offsets = source.trained_offsets[1];
     conv->index.out_channel = conv->out_channel_offsets.data();
     conv->index.in_channel = conv->in_channel_offsets.data();
-    for (std::size_t i = 0; i < 3; ++i) {
+    for (std::size_t i = 0; i < source.trained_offsets[2].size(); ++i) {
       conv->index.row[i] = source.trained_offsets[2][i];
       conv->index.column[i] = source.trained_offsets[3][i];
     }
@@ -373,16 +406,16 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
   } else {
     const md_t u_md({u_floats}, dnnl::memory::data_type::f32, tag::x);
     alt.args = step.args;
-    alt.args[1] =
-        Arg::in(DNNL_ARG_WEIGHTS,
-                l.constant_values(transform_weights(*source.oihw, layer.out_channels,
-                                                    layer.in_channels, block_width, tile),
-                                  u_md, u_md, fmt::format("{}:winograd_{}x3_weights", name, tile)),
-                u_md);
+    alt.args[1] = Arg::in(
+        DNNL_ARG_WEIGHTS,
+        l.constant_values(transform_weights(*source.oihw, layer.out_channels, layer.in_channels,
+                                            block_width, tile, kernels->kernel_size),
+                          u_md, u_md, fmt::format("{}:winograd_{}x3_weights", name, tile)),
+        u_md);
   }
   alt.scratchpad_bytes = conv->scratch_bytes();
-  alt.impl =
-      fmt::format("tfpin_wino_{}x3:{}", tile, kernels->vector_floats == 16 ? "avx512" : "avx2");
+  alt.impl = fmt::format("tfpin_wino_{}x{}:{}", tile, kernels->kernel_size,
+                         kernels->vector_floats == 16 ? "avx512" : "avx2");
   alt.kernel = [conv](const KernelCall& call) {
     const auto& d = call.data;
     conv->run(static_cast<const float*>(d[0]), static_cast<const float*>(d[1]),
@@ -402,7 +435,7 @@ std::int64_t fitting_block(const Dims& in, const md_t& in_md, const Dims& out, c
       return md_t(to_dnnl(d), dnnl::memory::data_type::f32,
                   block == 16 ? tag::nChw16c : tag::nChw8c);
     };
-    if (kernels_for(block, 4) != nullptr && in[1] % block == 0 && out[1] % block == 0 &&
+    if (kernels_for(block, 4, 3) != nullptr && in[1] % block == 0 && out[1] % block == 0 &&
         in_md == blocked(in) && out_md == blocked(out)) {
       return block;
     }
@@ -425,14 +458,15 @@ WinogradLayer layer_of(const Dims& in, const Dims& out, std::int64_t pad_top,
   return layer;
 }
 
-// Both tile sizes, timed: F(6x6) does 1.8 multiplications per output where F(4x4) does 2.25,
-// with more transform work and rounding, and more tiles past the image's edge on small images.
-void add_both_tiles(Lowering& l, const std::string& name, Step& step, std::int64_t block,
-                    const Dims& in, const Dims& out, std::int64_t pad_top, std::int64_t pad_left,
-                    const WinogradOutputOps& ops, bool has_bias, const WeightSource& source) {
+// Every tile size for the kernel size, timed.
+void add_tiles(Lowering& l, const std::string& name, Step& step, std::int64_t block,
+               int kernel_size, const Dims& in, const Dims& out, std::int64_t pad_top,
+               std::int64_t pad_left, const WinogradOutputOps& ops, bool has_bias,
+               const WeightSource& source) {
   const WinogradLayer layer = layer_of(in, out, pad_top, pad_left);
-  for (int tile : {4, 6}) {
-    add_alternative(l, name, step, layer, kernels_for(block, tile), ops, has_bias, source);
+  for (int tile : tiles_for(kernel_size)) {
+    add_alternative(l, name, step, layer, kernels_for(block, tile, kernel_size), ops, has_bias,
+                    source);
   }
 }
 
@@ -441,7 +475,7 @@ void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLaye
                                      const WinogradKernels* kernels, bool has_bias,
                                      std::array<std::vector<std::int64_t>, 4> offsets) {
   const int tile = kernels->tile;
-  const std::int64_t positions = positions_of(tile);
+  const std::int64_t positions = positions_of(*kernels);
   auto grad = std::make_shared<WinogradWeightGradient>();
   plan(*grad, l, shape, kernels, has_bias);
   const WinogradLayer& layer = grad->layer;
@@ -461,15 +495,15 @@ void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLaye
   grad->in_channel_offsets = std::move(offsets[1]);
   grad->index.out_channel = grad->out_channel_offsets.data();
   grad->index.in_channel = grad->in_channel_offsets.data();
-  for (std::size_t i = 0; i < 3; ++i) {
+  for (std::size_t i = 0; i < offsets[2].size(); ++i) {
     grad->index.row[i] = offsets[2][i];
     grad->index.column[i] = offsets[3][i];
   }
   Alternative alt;
   alt.args = step.args;
   alt.scratchpad_bytes = grad->scratch_bytes();
-  alt.impl =
-      fmt::format("tfpin_wino_{}x3:{}", tile, kernels->vector_floats == 16 ? "avx512" : "avx2");
+  alt.impl = fmt::format("tfpin_wino_{}x{}:{}", tile, kernels->kernel_size,
+                         kernels->vector_floats == 16 ? "avx512" : "avx2");
   alt.kernel = [grad](const KernelCall& call) {
     const auto& d = call.data;
     grad->run(static_cast<const float*>(d[0]), static_cast<const float*>(d[1]),
@@ -484,7 +518,8 @@ void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLaye
 bool add_winograd_alternative(Lowering& l, int node, Step& step, const md_t& src_md,
                               const md_t& weights_md, const md_t& dst_md) {
   Node& n = node_of(l.ir, node);
-  if (!l.options.winograd || !winograd_shape(l.ir, node)) return false;
+  const int kernel_size = own_winograd_kernel(l.ir, node);
+  if (!l.options.winograd || kernel_size == 0) return false;
   const auto& a = std::get<Conv2D>(n.attrs);
   const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
   const Dims& od = value_of(l.ir, n.output).dims;
@@ -503,8 +538,8 @@ bool add_winograd_alternative(Lowering& l, int node, Step& step, const md_t& src
     if (p.kind == PostOp::Kind::eltwise || ops.count == 4) return false;
     ops.ops[ops.count++] = p.kind == PostOp::Kind::sum ? WinogradPostOp::sum : WinogradPostOp::relu;
   }
-  add_both_tiles(l, n.name, step, block, xd, od, a.padding[0], a.padding[1], ops,
-                 n.inputs.size() > 2, source);
+  add_tiles(l, n.name, step, block, kernel_size, xd, od, a.padding[0], a.padding[1], ops,
+            n.inputs.size() > 2, source);
   return true;
 }
 
@@ -512,7 +547,8 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
                                             const md_t& diff_dst_md, const md_t& weights_md,
                                             const md_t& diff_src_md) {
   Node& n = node_of(l.ir, node);
-  if (!l.options.winograd || !winograd_shape(l.ir, node)) return false;
+  const int kernel_size = own_winograd_kernel(l.ir, node);
+  if (!l.options.winograd || kernel_size == 0) return false;
   const auto& a = std::get<Conv2D>(n.attrs);
   const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
   const Dims& od = value_of(l.ir, n.output).dims;
@@ -520,17 +556,18 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
   if (block == 0) return false;
   auto offsets = separable_offsets(weights_md);
   if (!offsets) return false;
-  // dx = dy convolved with the kernel transposed (K and C swap) and flipped, padded by 2 - p:
-  // dx[i] = sum over r of dy[i + p - r] w[r] = sum over r' of dy[i - (2 - p) + r'] w[2 - r'].
+  // dx = dy convolved with the kernel transposed (K and C swap) and flipped, padded by R - 1 - p
+  // (R taps): dx[i] = sum over r of dy[i + p - r] w[r]
+  //                 = sum over r' of dy[i - (R - 1 - p) + r'] w[R - 1 - r'].
   WeightSource source;
   source.trained_offsets[0] = std::move((*offsets)[1]);
   source.trained_offsets[1] = std::move((*offsets)[0]);
   for (std::size_t d = 2; d < 4; ++d) {
     const auto& forward = (*offsets)[d];
-    source.trained_offsets[d] = {forward[2], forward[1], forward[0]};
+    source.trained_offsets[d].assign(forward.rbegin(), forward.rend());
   }
-  add_both_tiles(l, n.name + ":backward_data", step, block, od, xd, 2 - a.padding[0],
-                 2 - a.padding[1], {}, false, source);
+  add_tiles(l, n.name + ":backward_data", step, block, kernel_size, od, xd,
+            kernel_size - 1 - a.padding[0], kernel_size - 1 - a.padding[1], {}, false, source);
   return true;
 }
 
@@ -538,7 +575,8 @@ bool add_winograd_weight_gradient_alternative(Lowering& l, int node, Step& step,
                                               const md_t& diff_dst_md, const md_t& diff_weights_md,
                                               const md_t& diff_bias_md) {
   Node& n = node_of(l.ir, node);
-  if (!l.options.winograd || !winograd_shape(l.ir, node)) return false;
+  const int kernel_size = own_winograd_kernel(l.ir, node);
+  if (!l.options.winograd || kernel_size == 0) return false;
   const auto& a = std::get<Conv2D>(n.attrs);
   const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
   const Dims& od = value_of(l.ir, n.output).dims;
@@ -549,8 +587,9 @@ bool add_winograd_weight_gradient_alternative(Lowering& l, int node, Step& step,
   auto offsets = separable_offsets(diff_weights_md);
   if (!offsets) return false;
   const WinogradLayer layer = layer_of(xd, od, a.padding[0], a.padding[1]);
-  for (int tile : {4, 6}) {
-    add_weight_gradient_alternative(l, step, layer, kernels_for(block, tile), has_bias, *offsets);
+  for (int tile : tiles_for(kernel_size)) {
+    add_weight_gradient_alternative(l, step, layer, kernels_for(block, tile, kernel_size), has_bias,
+                                    *offsets);
   }
   return true;
 }

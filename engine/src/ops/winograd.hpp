@@ -1,14 +1,16 @@
-// tfpin's own Winograd F(4x4, 3x3) and F(6x6, 3x3) convolutions (winograd.cpp): timed
-// alternatives of 3x3 stride-1 inference convolutions, for CPUs and oneDNN builds without oneDNN's
-// Winograd (AVX2; oneDNN 3.x on any ISA).
+// tfpin's own Winograd F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5) convolutions (winograd.cpp):
+// timed alternatives of 3x3 and 5x5 stride-1 convolutions (inference; training's forward and
+// backward steps), for CPUs and oneDNN builds without oneDNN's Winograd (AVX2; oneDNN 3.x on any
+// ISA) and for training, where oneDNN has none.
 #pragma once
 
 #include "../lowering.hpp"
 
 namespace tfpin::engine::detail {
 
-// Adds both kernels to `step` (the convolution `node`, already given its primary kernel, whose
-// arguments are src, weights[, bias], dst) as alternatives where they apply: 3x3 stride 1, no
+// Adds the kernels (both tile sizes for 3x3, F(4x4) for 5x5) to `step` (the convolution `node`,
+// already given its primary kernel, whose arguments are src, weights[, bias], dst) as
+// alternatives where they apply: 3x3 or 5x5 stride 1, no
 // groups or dilation, bias, ReLU and sum post-ops only, channels in whole vectors, and src and
 // dst in the channel-blocked layout of the ISA (nChw8c with AVX2, nChw16c with AVX-512). In
 // training they read the trained weights in `weights_md` and transform them every run. Returns

@@ -31,11 +31,11 @@ inline vec splat(float x) { return x - vec{}; }  // x - 0 is x (x + 0 is not, fo
 
 // B^T d for one column of an input tile, A^T m for one column of a product tile (Lavin and Gray).
 // F(4x4, 3x3): 6x6 tiles, points 0, +-1, +-2 and infinity.
-template <int m>
+template <int m, int ks>
 struct Transforms;
 
 template <>
-struct Transforms<4> {
+struct Transforms<4, 3> {
   // G g for one column of a 3x3 kernel (in float: training transforms every run).
   static void weight(const vec g[3], vec r[6]) {
     const vec a = g[0] + g[2];
@@ -92,7 +92,7 @@ struct Transforms<4> {
 
 // F(6x6, 3x3): 8x8 tiles, points 0, +-1, +-2, +-1/2 and infinity (the rows pair up as a +- b).
 template <>
-struct Transforms<6> {
+struct Transforms<6, 3> {
   static void weight(const vec g[3], vec r[8]) {
     const vec a = g[0] + g[2];
     r[0] = g[0];
@@ -165,6 +165,58 @@ struct Transforms<6> {
   }
 };
 
+// F(4x4, 5x5): the 8x8 tiles and points of F(6x6, 3x3) (B depends on the points only), with
+// G for 5 taps and A for 4 outputs.
+template <>
+struct Transforms<4, 5> {
+  static void input(const vec d[8], vec r[8]) { Transforms<6, 3>::input(d, r); }
+  static void output(const vec p[8], vec o[4]) {
+    vec six[6];  // the same points: F(6x6, 3x3)'s first rows, infinity's term moved to the 4th
+    Transforms<6, 3>::output(p, six);
+    o[0] = six[0];
+    o[1] = six[1];
+    o[2] = six[2];
+    o[3] = six[3] + p[7];
+  }
+  static void weight(const vec g[5], vec r[8]) {
+    const vec even1 = g[0] + g[2] + g[4];
+    const vec odd1 = g[1] + g[3];
+    const vec even2 = g[0] + 4 * g[2] + 16 * g[4];
+    const vec odd2 = 2 * g[1] + 8 * g[3];
+    const vec even3 = g[0] + 0.25f * g[2] + 0.0625f * g[4];
+    const vec odd3 = 0.5f * g[1] + 0.125f * g[3];
+    r[0] = g[0];
+    r[1] = (-2.0f / 9) * (even1 + odd1);
+    r[2] = (-2.0f / 9) * (even1 - odd1);
+    r[3] = (1.0f / 90) * (even2 + odd2);
+    r[4] = (1.0f / 90) * (even2 - odd2);
+    r[5] = (32.0f / 45) * (even3 + odd3);
+    r[6] = (32.0f / 45) * (even3 - odd3);
+    r[7] = g[4];
+  }
+  static void gradient(const vec y[4], vec r[8]) {
+    Transforms<4, 3>::gradient(y, r);  // points 0, +-1, +-2 (and r[5] = y[3], moved below)
+    const vec even3 = y[0] + 0.25f * y[2];
+    const vec odd3 = 0.5f * y[1] + 0.125f * y[3];
+    r[7] = y[3];
+    r[5] = even3 + odd3;
+    r[6] = even3 - odd3;
+  }
+  static void weight_gradient(const vec x[8], vec r[5]) {
+    const vec a = x[1] + x[2];
+    const vec b = x[1] - x[2];
+    const vec c = x[3] + x[4];
+    const vec d = x[3] - x[4];
+    const vec e = x[5] + x[6];
+    const vec f = x[5] - x[6];
+    r[0] = x[0] - (2.0f / 9) * a + (1.0f / 90) * c + (32.0f / 45) * e;
+    r[1] = (-2.0f / 9) * b + (2.0f / 90) * d + (16.0f / 45) * f;
+    r[2] = (-2.0f / 9) * a + (4.0f / 90) * c + (8.0f / 45) * e;
+    r[3] = (-2.0f / 9) * b + (8.0f / 90) * d + (4.0f / 45) * f;
+    r[4] = (-2.0f / 9) * a + (16.0f / 90) * c + (2.0f / 45) * e + x[7];
+  }
+};
+
 struct TilePlace {
   std::int64_t image;
   std::int64_t y;  // top row of the output tile
@@ -186,10 +238,10 @@ void zero_tile(float* tile, std::int64_t channels, int positions, std::int64_t p
   }
 }
 
-template <int m>
+template <int m, int ks>
 void transform_input(const WinogradLayer& l, const float* src, std::int64_t first, int count,
                      int padded, float* v) {
-  constexpr int alpha = m + 2;
+  constexpr int alpha = m + ks - 1;
   const std::int64_t c_total = l.in_channels;
   const std::int64_t blocks = c_total / floats;
   const std::int64_t position_stride = static_cast<std::int64_t>(padded) * c_total;
@@ -216,13 +268,13 @@ void transform_input(const WinogradLayer& l, const float* src, std::int64_t firs
                           : vec{};
         }
         vec result[alpha];
-        Transforms<m>::input(column, result);
+        Transforms<m, ks>::input(column, result);
         for (int i = 0; i < alpha; ++i) t1[i][j] = result[i];
       }
       float* out = tile_out + cb * floats;
       for (int i = 0; i < alpha; ++i) {
         vec result[alpha];
-        Transforms<m>::input(t1[i], result);  // (B^T d B)[i][k] = (B^T (B^T d)[i]^T)[k]
+        Transforms<m, ks>::input(t1[i], result);  // (B^T d B)[i][k] = (B^T (B^T d)[i]^T)[k]
         for (int k = 0; k < alpha; ++k) store(out + (i * alpha + k) * position_stride, result[k]);
       }
     }
@@ -272,17 +324,17 @@ void multiply_blocks(const float* v, std::int64_t c_total, const float* u, int p
   }
 }
 
-template <int tile>
+template <int m, int ks>
 void multiply(const WinogradLayer& l, const float* v, const float* u, int padded,
-              std::int64_t k_begin, std::int64_t k_end, float* m) {
-  constexpr int positions = (tile + 2) * (tile + 2);
+              std::int64_t k_begin, std::int64_t k_end, float* product) {
+  constexpr int positions = (m + ks - 1) * (m + ks - 1);
   const std::int64_t c_total = l.in_channels;
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
   for (int p = 0; p < positions; ++p) {
     const float* vp = v + static_cast<std::int64_t>(p) * padded * c_total;
     const float* up = u + p * c_total * k_total;
-    float* mp = m + static_cast<std::int64_t>(p) * padded * k_total;
+    float* mp = product + static_cast<std::int64_t>(p) * padded * k_total;
     for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
       const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
       const float* ub = up + k0 * c_total;
@@ -307,11 +359,11 @@ void multiply(const WinogradLayer& l, const float* v, const float* u, int padded
   }
 }
 
-template <int m>
+template <int m, int ks>
 void transform_output(const WinogradLayer& l, const float* product, const WinogradOutputOps& ops,
                       std::int64_t first, int count, int padded, std::int64_t k_begin,
                       std::int64_t k_end, float* dst) {
-  constexpr int alpha = m + 2;
+  constexpr int alpha = m + ks - 1;
   const std::int64_t k_total = l.out_channels;
   const std::int64_t blocks = k_total / floats;
   const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
@@ -329,7 +381,7 @@ void transform_output(const WinogradLayer& l, const float* product, const Winogr
         for (int i = 0; i < alpha; ++i) {
           column[i] = load(tile + (i * alpha + j) * position_stride + k);
         }
-        Transforms<m>::output(column, result);
+        Transforms<m, ks>::output(column, result);
         for (int i = 0; i < m; ++i) s[i][j] = result[i];
       }
       const vec bias = ops.bias != nullptr ? load(ops.bias + k) : vec{};
@@ -337,7 +389,7 @@ void transform_output(const WinogradLayer& l, const float* product, const Winogr
           dst + (place.image * blocks + k / floats) * l.out_height * l.out_width * floats;
       for (int i = 0; i < rows_here; ++i) {
         vec y[m];
-        Transforms<m>::output(s[i], y);  // (A^T p A)[i] = A^T s[i]^T
+        Transforms<m, ks>::output(s[i], y);  // (A^T p A)[i] = A^T s[i]^T
         float* row = plane + ((place.y + i) * l.out_width + place.x) * floats;
         for (int j = 0; j < columns_here; ++j) {
           vec out = y[j] + bias;
@@ -357,10 +409,10 @@ void transform_output(const WinogradLayer& l, const float* product, const Winogr
 
 // G g G^T for `floats` output channels at a time (a gather: the trained weights' layout is
 // oneDNN's), stored at U[p] + k0 * C + c * width + (k - k0).
-template <int m>
+template <int m, int ks>
 void transform_weights(const WinogradLayer& l, const float* w, const WinogradWeightIndex& index,
                        std::int64_t k_begin, std::int64_t k_end, float* u) {
-  constexpr int alpha = m + 2;
+  constexpr int alpha = m + ks - 1;
   const std::int64_t c_total = l.in_channels;
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
@@ -371,23 +423,24 @@ void transform_weights(const WinogradLayer& l, const float* w, const WinogradWei
     float* out = u + k0 * c_total + (k - k0);
     for (std::int64_t c = 0; c < c_total; ++c) {
       const float* wc = w + index.in_channel[c];
-      vec g[3][3];
-      for (int r = 0; r < 3; ++r) {
-        for (int s = 0; s < 3; ++s) {
+      vec g[ks][ks];
+      for (int r = 0; r < ks; ++r) {
+        for (int s = 0; s < ks; ++s) {
           const float* at = wc + index.row[r] + index.column[s];
           for (int j = 0; j < floats; ++j) g[r][s][j] = at[index.out_channel[k + j]];
         }
       }
-      vec gw[alpha][3];  // G g, column by column
-      for (int s = 0; s < 3; ++s) {
-        const vec column[3] = {g[0][s], g[1][s], g[2][s]};
+      vec gw[alpha][ks];  // G g, column by column
+      for (int s = 0; s < ks; ++s) {
+        vec column[ks];
+        for (int r = 0; r < ks; ++r) column[r] = g[r][s];
         vec result[alpha];
-        Transforms<m>::weight(column, result);
+        Transforms<m, ks>::weight(column, result);
         for (int i = 0; i < alpha; ++i) gw[i][s] = result[i];
       }
       for (int i = 0; i < alpha; ++i) {
         vec result[alpha];
-        Transforms<m>::weight(gw[i], result);  // (G g G^T)[i] = G (G g)[i]^T
+        Transforms<m, ks>::weight(gw[i], result);  // (G g G^T)[i] = G (G g)[i]^T
         for (int j = 0; j < alpha; ++j) {
           store(out + (i * alpha + j) * position_stride + c * width, result[j]);
         }
@@ -398,10 +451,10 @@ void transform_weights(const WinogradLayer& l, const float* w, const WinogradWei
 
 // A dy A^T for output tiles [first, first + count) (all K channels) into D[P][padded][K]; zero
 // past the output's edges and for tiles count..padded.
-template <int m>
+template <int m, int ks>
 void transform_gradient(const WinogradLayer& l, const float* dy, std::int64_t first, int count,
                         int padded, float* d) {
-  constexpr int alpha = m + 2;
+  constexpr int alpha = m + ks - 1;
   const std::int64_t k_total = l.out_channels;
   const std::int64_t blocks = k_total / floats;
   const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
@@ -425,13 +478,13 @@ void transform_gradient(const WinogradLayer& l, const float* dy, std::int64_t fi
                           : vec{};
         }
         vec result[alpha];
-        Transforms<m>::gradient(column, result);
+        Transforms<m, ks>::gradient(column, result);
         for (int i = 0; i < alpha; ++i) t1[i][j] = result[i];
       }
       float* out = tile_out + kb * floats;
       for (int i = 0; i < alpha; ++i) {
         vec result[alpha];
-        Transforms<m>::gradient(t1[i], result);  // (A y A^T)[i] = A (A y)[i]^T
+        Transforms<m, ks>::gradient(t1[i], result);  // (A y A^T)[i] = A (A y)[i]^T
         for (int k = 0; k < alpha; ++k) store(out + (i * alpha + k) * position_stride, result[k]);
       }
     }
@@ -448,10 +501,10 @@ void accumulate_block(const float* v, std::int64_t c_total, const float* d, std:
 
 // What[p][c][k] (+)= sum over t of V[p][t][c] D[p][t][k] for k in [k_begin, k_end) (multiples of
 // vector_floats); What has C rounded up to winograd_tile_rows rows.
-template <int tile>
+template <int m, int ks>
 void accumulate(const WinogradLayer& l, const float* v, const float* d, int padded,
                 std::int64_t k_begin, std::int64_t k_end, bool first, float* w_hat) {
-  constexpr int positions = (tile + 2) * (tile + 2);
+  constexpr int positions = (m + ks - 1) * (m + ks - 1);
   const std::int64_t c_total = l.in_channels;
   const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
   const std::int64_t k_total = l.out_channels;
@@ -489,11 +542,11 @@ void accumulate(const WinogradLayer& l, const float* v, const float* d, int padd
 
 // dW = G^T (sum of the `parts` partial What, part_stride floats apart) G for output channels
 // [k_begin, k_end) (multiples of vector_floats), scattered into the trained tensor's layout.
-template <int m>
+template <int m, int ks>
 void weight_gradient(const WinogradLayer& l, const float* w_hat, int parts,
                      std::int64_t part_stride, const WinogradWeightIndex& index,
                      std::int64_t k_begin, std::int64_t k_end, float* dw) {
-  constexpr int alpha = m + 2;
+  constexpr int alpha = m + ks - 1;
   const std::int64_t c_total = l.in_channels;
   const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
   const std::int64_t k_total = l.out_channels;
@@ -507,19 +560,19 @@ void weight_gradient(const WinogradLayer& l, const float* w_hat, int parts,
         for (int part = 1; part < parts; ++part) sum += load(at + part * part_stride);
         x[p / alpha][p % alpha] = sum;
       }
-      vec gx[3][alpha];  // G^T x, column by column
+      vec gx[ks][alpha];  // G^T x, column by column
       for (int j = 0; j < alpha; ++j) {
         vec column[alpha];
         for (int i = 0; i < alpha; ++i) column[i] = x[i][j];
-        vec result[3];
-        Transforms<m>::weight_gradient(column, result);
-        for (int r = 0; r < 3; ++r) gx[r][j] = result[r];
+        vec result[ks];
+        Transforms<m, ks>::weight_gradient(column, result);
+        for (int r = 0; r < ks; ++r) gx[r][j] = result[r];
       }
       float* wc = dw + index.in_channel[c];
-      for (int r = 0; r < 3; ++r) {
-        vec result[3];
-        Transforms<m>::weight_gradient(gx[r], result);  // (G^T x G)[r] = G^T (G^T x)[r]^T
-        for (int s = 0; s < 3; ++s) {
+      for (int r = 0; r < ks; ++r) {
+        vec result[ks];
+        Transforms<m, ks>::weight_gradient(gx[r], result);  // (G^T x G)[r] = G^T (G^T x)[r]^T
+        for (int s = 0; s < ks; ++s) {
           float* out = wc + index.row[r] + index.column[s];
           for (int j = 0; j < floats; ++j) out[index.out_channel[k + j]] = result[s][j];
         }
@@ -528,34 +581,30 @@ void weight_gradient(const WinogradLayer& l, const float* w_hat, int parts,
   }
 }
 
+template <int m, int ks>
+const WinogradKernels kernels{floats,
+                              block_vectors,
+                              m,
+                              ks,
+                              transform_input<m, ks>,
+                              multiply<m, ks>,
+                              transform_output<m, ks>,
+                              transform_weights<m, ks>,
+                              transform_gradient<m, ks>,
+                              accumulate<m, ks>,
+                              weight_gradient<m, ks>};
+
 }  // namespace
 
 #if TFPIN_WINOGRAD_FLOATS == 16
-const WinogradKernels& winograd_kernels_avx512(int tile) {
+const WinogradKernels* winograd_kernels_avx512(int tile, int kernel_size) {
 #else
-const WinogradKernels& winograd_kernels_avx2(int tile) {
+const WinogradKernels* winograd_kernels_avx2(int tile, int kernel_size) {
 #endif
-  static const WinogradKernels f4{floats,
-                                  block_vectors,
-                                  4,
-                                  transform_input<4>,
-                                  multiply<4>,
-                                  transform_output<4>,
-                                  transform_weights<4>,
-                                  transform_gradient<4>,
-                                  accumulate<4>,
-                                  weight_gradient<4>};
-  static const WinogradKernels f6{floats,
-                                  block_vectors,
-                                  6,
-                                  transform_input<6>,
-                                  multiply<6>,
-                                  transform_output<6>,
-                                  transform_weights<6>,
-                                  transform_gradient<6>,
-                                  accumulate<6>,
-                                  weight_gradient<6>};
-  return tile == 6 ? f6 : f4;
+  if (tile == 4 && kernel_size == 3) return &kernels<4, 3>;
+  if (tile == 6 && kernel_size == 3) return &kernels<6, 3>;
+  if (tile == 4 && kernel_size == 5) return &kernels<4, 5>;
+  return nullptr;
 }
 
 }  // namespace tfpin::engine::detail

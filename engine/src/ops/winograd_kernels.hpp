@@ -1,9 +1,10 @@
-// tfpin's own Winograd F(4x4, 3x3) and F(6x6, 3x3) convolutions, the vectorised parts
+// tfpin's own Winograd F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5) convolutions, the vectorised parts
 // (winograd_kernels.cpp, built once per ISA: the channel block of the activations' layout is one
 // vector register, 8 floats with AVX2 and 16 with AVX-512). The driver and the weight transform are
 // in winograd.cpp.
 //
-// Layouts, for P = (m + 2)^2 positions of an m x m output tile (36 for F(4x4), 64 for F(6x6)):
+// Layouts, for P = (m + r - 1)^2 positions of an m x m output tile and r x r kernel (36 for
+// F(4x4, 3x3), 64 for F(6x6, 3x3) and F(4x4, 5x5)):
 // activations nChw{V}c (V = the vector width), weights transformed once into U[P][K][C] grouped
 // by output-channel blocks (U[p] + k0 * C holds the block's [C][width], width = max_block_vectors
 // vectors or what is left of K), the per-thread scratch
@@ -43,8 +44,8 @@ struct WinogradOutputOps {
 struct WinogradWeightIndex {
   const std::int64_t* out_channel = nullptr;  // [K]
   const std::int64_t* in_channel = nullptr;   // [C]
-  std::int64_t row[3] = {};
-  std::int64_t column[3] = {};
+  std::int64_t row[5] = {};                   // kernel rows and columns: 3 or 5 of them
+  std::int64_t column[5] = {};
 };
 
 // Tiles per micro-kernel call.
@@ -53,7 +54,8 @@ constexpr int winograd_tile_rows = 6;
 struct WinogradKernels {
   int vector_floats = 0;      // the ISA's channel block
   int max_block_vectors = 0;  // output channels per micro-kernel call, in vectors
-  int tile = 0;               // m: F(m x m, 3x3)
+  int tile = 0;               // m: F(m x m, r x r)
+  int kernel_size = 0;        // r
   // Transforms tiles [first, first + count) (all channels) into V[P][padded][C]; tiles from
   // count to padded (a multiple of winograd_tile_rows) are zero.
   void (*input)(const WinogradLayer& layer, const float* src, std::int64_t first, int count,
@@ -89,9 +91,9 @@ struct WinogradKernels {
                           std::int64_t k_begin, std::int64_t k_end, float* dw);
 };
 
-// F(tile x tile, 3x3), tile 4 or 6. Built with -mavx2 -mfma and -mavx512f: call only where the
-// CPU has them.
-const WinogradKernels& winograd_kernels_avx2(int tile);
-const WinogradKernels& winograd_kernels_avx512(int tile);
+// F(tile x tile, kernel_size x kernel_size): F(4x4, 3x3), F(6x6, 3x3) or F(4x4, 5x5); null for
+// others. Built with -mavx2 -mfma and -mavx512f: call only where the CPU has them.
+const WinogradKernels* winograd_kernels_avx2(int tile, int kernel_size);
+const WinogradKernels* winograd_kernels_avx512(int tile, int kernel_size);
 
 }  // namespace tfpin::engine::detail

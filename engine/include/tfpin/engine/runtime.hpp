@@ -76,11 +76,12 @@ struct CompileOptions {
   // Cores of each lane (OS cpu indices); empty = do not pin. When given: one entry per lane.
   std::vector<std::vector<unsigned>> lane_cpus;
   bool fusion = true;  // fold batch norm, fuse bias/ReLU/residual add into convolutions
-  // Winograd for 3x3 stride-1 convolutions: tfpin's own F(4x4, 3x3) and F(6x6, 3x3) (AVX2,
+  // Winograd for 3x3 and 5x5 stride-1 convolutions: tfpin's own F(4x4, 3x3), F(6x6, 3x3) and
+  // F(4x4, 5x5) (AVX2,
   // AVX-512; inference, and training's forward, backward data and backward weights steps) and
   // oneDNN's (2.x on AVX-512, inference), timed against the direct kernel in the first runs. Fewer
-  // multiplications, a larger rounding error (at most 1e-5, F(6x6) 3e-5, of the sum of |x w| per
-  // output, tested; about 1e-4 relative).
+  // multiplications, a larger rounding error (at most 1e-5, the 8x8 tiles 3e-5, of the sum of |x w|
+  // per output, tested; about 1e-4 relative).
   bool winograd = true;
   // Where a step's candidate kernels include one whose name starts with this (e.g.
   // "tfpin_wino_6x3", "jit:avx2"), that one runs, untimed; other steps time theirs as usual. For
