@@ -179,19 +179,22 @@ struct WinogradWeightGradient {
     {
       const auto thread = static_cast<std::int64_t>(omp_get_thread_num());
       const auto team = static_cast<std::int64_t>(omp_get_num_threads());
-      const std::int64_t group = thread / k_parts;
-      if (group < groups && team == static_cast<std::int64_t>(threads)) {
-        const std::int64_t part = thread % k_parts;
-        const std::int64_t k_begin = vectors * part / k_parts * kernels->vector_floats;
-        const std::int64_t k_end = vectors * (part + 1) / k_parts * kernels->vector_floats;
+      // A smaller team than planned (OMP_THREAD_LIMIT, nesting) takes fewer groups and parts.
+      const std::int64_t used_groups = std::min(groups, team);
+      const std::int64_t used_parts = std::clamp<std::int64_t>(team / used_groups, 1, k_parts);
+      const std::int64_t group = thread / used_parts;
+      if (group < used_groups) {
+        const std::int64_t part = thread % used_parts;
+        const std::int64_t k_begin = vectors * part / used_parts * kernels->vector_floats;
+        const std::int64_t k_end = vectors * (part + 1) / used_parts * kernels->vector_floats;
         // V, then D: the accumulation's reads past V's end (rows past C) land in D.
         float* v = w_hat + w_hat_floats * groups + thread * scratch_floats_per_thread;
         float* d = v + positions * tile_block * layer.in_channels;
         float* mine = w_hat + group * w_hat_floats;
         const std::int64_t blocks = tile_blocks();
         bool first = true;
-        for (std::int64_t block = blocks * group / groups; block < blocks * (group + 1) / groups;
-             ++block) {
+        for (std::int64_t block = blocks * group / used_groups;
+             block < blocks * (group + 1) / used_groups; ++block) {
           const std::int64_t first_tile = block * tile_block;
           const int count =
               static_cast<int>(std::min<std::int64_t>(tile_block, tiles - first_tile));
@@ -208,10 +211,8 @@ struct WinogradWeightGradient {
 #pragma omp barrier
       const std::int64_t k_begin = vectors * thread / team * kernels->vector_floats;
       const std::int64_t k_end = vectors * (thread + 1) / team * kernels->vector_floats;
-      if (team == static_cast<std::int64_t>(threads)) {
-        kernels->weight_gradient(layer, w_hat, static_cast<int>(groups), w_hat_floats, index,
-                                 k_begin, k_end, dw);
-      }
+      kernels->weight_gradient(layer, w_hat, static_cast<int>(used_groups), w_hat_floats, index,
+                               k_begin, k_end, dw);
       if (has_bias) bias_gradient(dy, k_begin, k_end, db);
     }
   }
