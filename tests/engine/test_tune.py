@@ -256,7 +256,8 @@ class BadArguments(unittest.TestCase):
         self.assertEqual(ET.fromstring(got[0]).tag, SVG + "svg")
 
     def test_training_sweep_runs_training_steps(self):
-        r = tfpin("tune", "--model", "alexnet", "--batch_sizes", "2", "--threads", "1",
+        # GoogLeNet (batch norm): AlexNet at batch 2 diverges within the timed kernels' trial steps.
+        r = tfpin("tune", "--model", "googlenet", "--batch_sizes", "2", "--threads", "1",
                   "--num_batches", "1", "--num_warmup_batches", "1", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         result = json.loads(r.stdout)
