@@ -207,7 +207,8 @@ class BenchTraining(unittest.TestCase):
                  if re.match(r"^\d+\timages/sec: [\d.]+ \+/- [\d.]+ \(jitter = [\d.]+\)\t[\d.]+$", l)]
         self.assertEqual([l.split("\t")[0] for l in steps], ["1"], r.stdout)
         loss = float(steps[0].split("\t")[2])
-        self.assertTrue(0 < loss < 12, loss)  # ln(1000) at first, falling (the batch repeats)
+        self.assertTrue(0 <= loss < 12, loss)  # ln(1000) at first, falling (the batch repeats; the
+        # timed kernels' trial steps train too, so it can reach 0)
         total = [l for l in r.stdout.splitlines() if l.startswith("total images/sec: ")]
         self.assertEqual(len(total), 1, r.stdout)
         self.assertGreater(float(total[0].split(": ")[1]), 0)
