@@ -14,7 +14,7 @@ fixed labels, SGD lr 0.01 momentum 0.9, no auxiliary heads), counting 3x the for
 --rounds R runs both R times, interleaved, and reports medians (a shared machine's load hits
 both alike).
 
-The fair PyTorch baseline (DESIGN.md, "Performance goals in force"): Debian's OpenBLAS behind
+The fair PyTorch baseline (docs/design.md, "Performance goals and how they are checked"): Debian's OpenBLAS behind
 libblas.so.3, on kernels of the CPU's vector width. Before the runs, each peer's python (the host's,
 and the root's) reports which core its OpenBLAS picks by itself; only when that core is narrower
 than the CPU (an OpenBLAS that does not know the CPU falls back to e.g. Prescott) does the peer get

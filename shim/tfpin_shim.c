@@ -1,13 +1,13 @@
 // libtfpin-shim.so: applies a tfpin plan inside a process (LD_PRELOAD).
 //
-// The plan arrives in the environment (README "Environment of a task"):
+// The plan arrives in the environment (docs/design.md "The plan"):
 //   TFPIN_CPUS     the task's CPUs in lane order ("0-17,18-35", "18,19,0,1"; A-B may descend)
 //   TFPIN_INTEROP  M lanes;  TFPIN_INTRA  threads per lane;  lane i = entries [i*intra,
 //   (i+1)*intra) TFPIN_REPORT   optional: "stderr" or a file path for a one-line summary at exit
 // No TFPIN_CPUS: the shim forwards every call untouched and prints nothing. An inconsistent plan
 // (bad syntax, duplicates, len(cpus) != M*intra): the same, plus one line if TFPIN_REPORT is set.
 //
-// What it enforces (DESIGN.md "The shim"), and how:
+// What it enforces (docs/design.md "How the shim enforces it"), and how:
 //  * CPU count: sysconf(_SC_NPROCESSORS_ONLN) and get_nprocs() return N = len(TFPIN_CPUS);
 //    sched_getaffinity / pthread_getaffinity_np on any thread of this process report the plan set.
 //    The "configured" count (_SC_NPROCESSORS_CONF, get_nprocs_conf) stays the machine's: programs

@@ -25,7 +25,7 @@ constexpr double wide_min_us = 25.0;
 // A team spanning every lane's cores loses time to load imbalance on a batch-1 layer (work split
 // into few blocks), about this much per wide step here: GoogLeNet's blocks of small layers run
 // faster on lanes of one thread though one branch is twice the others, ResNet-50's chain beside
-// its projection runs faster wide (tfpin bench A/B runs, engine/README.md).
+// its projection runs faster wide (tfpin bench A/B runs, docs/benchmarks/engine.md).
 constexpr double wide_step_overhead_us = 75.0;
 // Winograd F(4x4, 3x3) (oneDNN 2.x, inference) runs a 3x3 stride-1 convolution in about this
 // share of its direct-FLOP time at batch 1 here (ResNet-50's: 0.5 to 0.85): without it GoogLeNet's

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <array>
 #include <filesystem>
 #include <fstream>
@@ -105,6 +106,48 @@ TEST(SiteConfig, SnippetListsEveryKeyWithItsDefault) {
   Rows table;
   for (const auto& key : tfpin::plugin::site_keys()) table.emplace_back(key.key, key.fallback);
   EXPECT_EQ(documented, table);
+}
+
+// tfpin-plugin(8) is the one reference for job options and site keys: every option the plugin
+// registers and every key of its table opens an item (.TP) of the page, with groff's \- as -.
+std::vector<std::string> man_page_items(const char* path, const std::string& section) {
+  std::ifstream page(path);
+  std::vector<std::string> items;
+  std::string current;
+  std::string previous;
+  for (std::string line; std::getline(page, line); previous = line) {
+    if (line.starts_with(".SH ")) current = line.substr(4);
+    if (previous != ".TP" || current != section) continue;
+    std::string tag = std::regex_replace(line, std::regex(R"(\\-)"), "-");
+    std::smatch word;
+    if (std::regex_search(tag, word, std::regex(R"(^\.B\w*\s+([\w-]+=?))"))) items.push_back(word[1]);
+  }
+  return items;
+}
+
+TEST(ManPage, DocumentsEveryJobOptionAndSiteKey) {
+  ASSERT_TRUE(std::filesystem::exists(TFPIN_PLUGIN_MAN_PAGE)) << TFPIN_PLUGIN_MAN_PAGE;
+  const auto options = man_page_items(TFPIN_PLUGIN_MAN_PAGE, "JOB OPTIONS");
+  const auto keys = man_page_items(TFPIN_PLUGIN_MAN_PAGE, "SITE CONFIGURATION");
+  auto has = [](const std::vector<std::string>& items, const std::string& item) {
+    return std::find(items.begin(), items.end(), item) != items.end();
+  };
+  fake_spank::reset(S_CTX_LOCAL);
+  ASSERT_EQ(init({}), 0);
+  const auto& registered = fake_spank::state().options;
+  ASSERT_EQ(registered.size(), 5U);
+  for (const spank_option& option : registered) {
+    const std::string name = fmt::format("--{}", option.name);
+    EXPECT_TRUE(has(options, option.arginfo != nullptr ? name + "=" : name))
+        << name << " is not an item of JOB OPTIONS";
+  }
+  for (const auto& key : tfpin::plugin::site_keys()) {
+    EXPECT_TRUE(has(keys, fmt::format("{}=", key.key)))
+        << key.key << " is not an item of SITE CONFIGURATION";
+  }
+  // Nothing documented there that the plugin does not have.
+  EXPECT_EQ(options.size(), registered.size());
+  EXPECT_EQ(keys.size(), tfpin::plugin::site_keys().size());
 }
 
 TEST(SiteConfig, ErrorsNameTheKeyAndWhatIsValid) {

@@ -1,5 +1,5 @@
 // The environment a task gets from its plan: thread counts for every runtime, wait policies, and the
-// TFPIN_* hand-over that the shim (and the engine) decode. README "Environment" explains each value.
+// TFPIN_* hand-over that the shim (and the engine) decode. docs/user-guide.md "What a task gets: its environment" explains each value.
 #pragma once
 
 #include <functional>

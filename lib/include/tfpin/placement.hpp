@@ -1,6 +1,6 @@
 // Placement policy: which cores each inter-op lane of a task uses, where its memory lives.
 //
-// Rules (README "Placement"): threads N = interop M x intra; N must be a positive multiple of M
+// Rules (docs/user-guide.md "What a task gets: placement"): threads N = interop M x intra; N must be a positive multiple of M
 // that fits the allowed cores; a lane never straddles a NUMA node when it can fit in one; lanes are
 // spread over NUMA nodes (then packages) before a node gets a second lane; cores inside a lane are
 // compact in hwloc's logical order.

@@ -1,6 +1,6 @@
 /* The plan hand-over between tfpin (lib/: encode_plan, decode_plan, export_environment) and the
  * shim. Plain C with no includes: shim/tfpin_shim.c includes it too, so both sides read the same
- * names and limits. README "Environment of a task" says what each variable means. */
+ * names and limits. docs/design.md "The plan" says what each variable means. */
 #ifndef TFPIN_PLAN_CONTRACT_H
 #define TFPIN_PLAN_CONTRACT_H
 
