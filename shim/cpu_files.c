@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
+#include "raw_syscall.h"
+
 // ---------------------------------------------------------------------------------------------
 // System calls without libc (errno untouched; the shim hooks open, fopen and syscall itself).
 static long sys3(long n, long a1, long a2, long a3) {

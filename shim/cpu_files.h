@@ -37,9 +37,6 @@ int cpu_view_open(const shim_plan* plan, const char* fsroot, int dirfd, const ch
 // CPUs outside the plan, listed by /sys/devices/system/cpu.
 bool cpu_view_hides_entry(const shim_plan* plan, int dirfd, const char* name);
 
-// Raw system call of the shim (tfpin_shim.c): no hook, no errno; returns >= 0 or -errno.
-long tf_raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5, long a6);
-
 #ifdef __cplusplus
 }
 #endif

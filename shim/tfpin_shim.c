@@ -95,6 +95,7 @@ __asm__(".symver dlsym,dlsym@GLIBC_2.17");
 #endif
 #pragma weak dlsym
 #include "plan_parser.h"
+#include "raw_syscall.h"
 #include "tfpin/plan_contract.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -222,41 +223,7 @@ static inline void count(atomic_ullong* c) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Raw helpers (no hooks, no libc state, no errno): the shim hooks libc's syscall() itself.
-// Returns the kernel's result: >= 0, or -errno.
-long tf_raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
-#if defined(__x86_64__)
-  long ret;
-  register long r10 __asm__("r10") = a4;
-  register long r8 __asm__("r8") = a5;
-  register long r9 __asm__("r9") = a6;
-  __asm__ volatile("syscall"
-                   : "=a"(ret)
-                   : "a"(n), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8), "r"(r9)
-                   : "rcx", "r11", "memory");
-  return ret;
-#elif defined(__aarch64__)
-  register long x8 __asm__("x8") = n;
-  register long x0 __asm__("x0") = a1;
-  register long x1 __asm__("x1") = a2;
-  register long x2 __asm__("x2") = a3;
-  register long x3 __asm__("x3") = a4;
-  register long x4 __asm__("x4") = a5;
-  register long x5 __asm__("x5") = a6;
-  __asm__ volatile("svc 0"
-                   : "+r"(x0)
-                   : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
-                   : "memory");
-  return x0;
-#else
-  if (real_syscall == NULL) return -ENOSYS;
-  const int saved = errno;
-  long r = real_syscall(n, a1, a2, a3, a4, a5, a6);
-  if (r == -1) r = -errno;
-  errno = saved;
-  return r;
-#endif
-}
+// Raw helpers (no hooks, no libc state, no errno; raw_syscall.c): the shim hooks syscall() itself.
 static long raw_syscall(long n, long a1, long a2, long a3) {
   return tf_raw_syscall6(n, a1, a2, a3, 0, 0, 0);
 }
@@ -1353,6 +1320,7 @@ static void init_once(void) {
   const bool shadowed = elf_defined_before(k_marker, g_self_base);
 #define SHIM_LIBC(name) LOAD_NEXT(real_##name, #name);
 #include "forwarded_symbols.def"
+  tf_raw_syscall_fallback = real_syscall;
   LOAD_NEXT(lib_pthread_attr_getaffinity_np, "pthread_attr_getaffinity_np");
   LOAD_NEXT(lib_pthread_key_create, "pthread_key_create");
   LOAD_NEXT(lib_pthread_setspecific, "pthread_setspecific");

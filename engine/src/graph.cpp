@@ -7,34 +7,8 @@
 #include <utility>
 
 #include "op_registry.hpp"
-#include "tfpin/engine/status.hpp"
 
 namespace tfpin::engine {
-
-const char* to_string(StatusCode code) {
-  switch (code) {
-    case StatusCode::ok:
-      return "ok";
-    case StatusCode::invalid_argument:
-      return "invalid argument";
-    case StatusCode::invalid_state:
-      return "invalid state";
-    case StatusCode::invalid_graph:
-      return "invalid graph";
-    case StatusCode::unsupported:
-      return "unsupported";
-    case StatusCode::out_of_memory:
-      return "out of memory";
-    case StatusCode::runtime_error:
-      return "runtime error";
-  }
-  return "unknown";
-}
-
-std::string Status::to_string() const {
-  if (ok()) return "ok";
-  return fmt::format("{}: {}", engine::to_string(code_), message_);
-}
 
 const char* to_string(Layout layout) {
   switch (layout) {

@@ -22,12 +22,6 @@
 #include "tfpin/placement.hpp"
 #include "tfpin/topology.hpp"
 
-// The shim's raw system call (tfpin_shim.c), here through libc: no hooks in a test.
-extern "C" long tf_raw_syscall6(long n, long a1, long a2, long a3, long a4, long a5, long a6) {
-  const long r = syscall(n, a1, a2, a3, a4, a5, a6);
-  return r == -1 ? -errno : r;
-}
-
 namespace {
 
 namespace fs = std::filesystem;
