@@ -142,12 +142,18 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
     return 0;
   };
 
+  // srun --container (Slurm's OCI support): the program runs in the bundle's root (see
+  // task_settings for the shim). The pinning still reaches the container, and the variables do
+  // where Slurm gives it the task's environment (see oci_container_gets_task_environment).
+  const bool oci_container = task_getenv(spank, "SLURM_CONTAINER").has_value();
+  const TaskSettings settings = task_settings(options, site, oci_container);
+
   std::optional<Topology> own_topology;  // when slurmstepd did not load the step's
   const Topology* topology = step_topology ? &*step_topology : nullptr;
   Plan plan;
   try {
     if (topology == nullptr) topology = &own_topology.emplace(node_topology(site, label));
-    PlacementRequest request = make_request(options, site);
+    PlacementRequest request = settings.request;
     request.allowed = current_affinity();
     plan = compute_plan(*topology, request);
   } catch (const Error& e) {
@@ -157,18 +163,8 @@ int setup_task(spank_t spank, const SiteConfig& site, JobOptions options) {
   }
   for (const std::string& warning : plan.warnings) report_warning(label + ": " + warning);
 
-  const std::vector<EnvVar> environment = environment_for(plan, make_environment_policy(site));
-  ApplyOptions how;
-  how.enforce = site.override_env;
-  // srun --container (Slurm's OCI support): the program runs in the bundle's root, where the
-  // shim's host path is missing unless the site's bundles bind it: preloading it there would
-  // print an ld.so error in every process. The pinning still reaches the container, and the
-  // variables do where Slurm gives it the task's environment (see
-  // oci_container_gets_task_environment).
-  const bool oci_container = task_getenv(spank, "SLURM_CONTAINER").has_value();
-  if (site.shim && !(oci_container && !site.oci_shim)) how.shim = site.shim_path;
-  how.containers = oci_container ? ContainerRuntime::none : site.containers;
-  how.tolerate_binding_failure = site.on_error == OnError::warn;
+  const std::vector<EnvVar> environment = environment_for(plan, settings.environment);
+  const ApplyOptions& how = settings.apply;
   AppliedPlan applied;
   try {
     applied = apply_plan(plan, environment, env, how);

@@ -65,8 +65,9 @@ void check_options(const JobOptions& options, const SiteConfig& site) {
   }
 }
 
-PlacementRequest make_request(const JobOptions& options, const SiteConfig& site) {
-  PlacementRequest request;
+TaskSettings task_settings(const JobOptions& options, const SiteConfig& site, bool oci_container) {
+  TaskSettings s;
+  PlacementRequest& request = s.request;
   request.threads = options.threads;
   request.interop = options.interop.value_or(site.interop);
   request.interop_is_default = !options.interop;
@@ -75,15 +76,18 @@ PlacementRequest make_request(const JobOptions& options, const SiteConfig& site)
   request.hyperthreads = hyperthreads ? HyperthreadPolicy::all : HyperthreadPolicy::one_per_core;
   request.clamp = site.enforcement == Enforcement::clamp;
   request.names = options.names;
-  return request;
-}
 
-EnvironmentPolicy make_environment_policy(const SiteConfig& site) {
-  EnvironmentPolicy policy;
-  policy.blocktime_ms = site.blocktime_ms;
-  policy.tf_intra_is_all_threads = site.tf_intraop_all_threads;
-  policy.cpu_files = site.cpu_files;
-  return policy;
+  s.environment.blocktime_ms = site.blocktime_ms;
+  s.environment.tf_intra_is_all_threads = site.tf_intraop_all_threads;
+  s.environment.cpu_files = site.cpu_files;
+
+  s.apply.enforce = site.override_env;
+  // In an OCI bundle's root the shim's host path is missing unless the site's bundles bind it:
+  // preloading it there would print an ld.so error in every process.
+  if (site.shim && !(oci_container && !site.oci_shim)) s.apply.shim = site.shim_path;
+  s.apply.containers = oci_container ? ContainerRuntime::none : site.containers;
+  s.apply.tolerate_binding_failure = site.on_error == OnError::warn;
+  return s;
 }
 
 }  // namespace tfpin::plugin

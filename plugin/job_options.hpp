@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "site_config.hpp"
+#include "tfpin/binding.hpp"
 #include "tfpin/environment.hpp"
 #include "tfpin/placement.hpp"
 
@@ -43,7 +44,15 @@ void apply_environment(JobOptions& options, const EnvGetter& get);
 // Throws tfpin::Error.
 void check_options(const JobOptions& options, const SiteConfig& site);
 
-PlacementRequest make_request(const JobOptions& options, const SiteConfig& site);
-EnvironmentPolicy make_environment_policy(const SiteConfig& site);
+// What the site config and the job's options mean for lib, in one place: the placement request
+// (allowed CPUs still to fill in), the environment policy and how the plan is applied. A task of
+// `srun --container` (Slurm's OCI support) gets the shim only where the site binds it (oci_shim),
+// and passes no plan on to further containers.
+struct TaskSettings {
+  PlacementRequest request;
+  EnvironmentPolicy environment;
+  ApplyOptions apply;
+};
+TaskSettings task_settings(const JobOptions& options, const SiteConfig& site, bool oci_container);
 
 }  // namespace tfpin::plugin

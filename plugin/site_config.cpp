@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <functional>
 #include <map>
 
 #include "tfpin/error.hpp"
@@ -42,24 +41,81 @@ unsigned count(std::string_view key, std::string_view value, unsigned max) {
   return parse_count(fmt::format("plugstack.conf: {}", key), value, max);
 }
 
+// One row per key: its name, its default as written in plugstack.conf, what a message lists as
+// valid, and how a value lands in SiteConfig (each setter checks its value and throws).
 constexpr std::array<SiteKey, 17> keys = {{
-    {"interop", "1", ""},
-    {"blocktime", "1", ""},
-    {"hyperthreads", "no", "no|yes|never"},
-    {"shim", "yes", "yes|no"},
-    {"shim_path", TFPIN_SHIM_PATH, "PATH"},
-    {"cpu_files", "yes", "yes|no"},
-    {"containers", "apptainer", "apptainer|singularity|no"},
-    {"oci_shim", "no", "no|yes"},
-    {"enforcement", "strict", "strict|clamp"},
-    {"on_error", "warn", "warn|fail"},
-    {"activation", "on-request", "on-request|always"},
-    {"verbose", "no", "no|yes"},
-    {"override_env", "no", "no|yes"},
-    {"tf_intraop", "intra", "intra|threads"},
-    {"max_threads", "65536", ""},
-    {"max_interop", "256", ""},
-    {"topology_cache", "/run/tfpin", "DIR|no"},
+    {"interop", "1", "",
+     [](SiteConfig& c, std::string_view v) { c.interop = count("interop", v, max_count); }},
+    {"blocktime", "1", "",
+     [](SiteConfig& c, std::string_view v) {
+       c.blocktime_ms = parse_non_negative("plugstack.conf: blocktime", v, 1000);
+     }},
+    {"hyperthreads", "no", "no|yes|never",
+     [](SiteConfig& c, std::string_view v) {
+       c.hyperthreads = choose<SiteHyperthreads, 3>("hyperthreads", v,
+                                                    {{{"no", SiteHyperthreads::no},
+                                                      {"yes", SiteHyperthreads::yes},
+                                                      {"never", SiteHyperthreads::never}}});
+     }},
+    {"shim", "yes", "yes|no",
+     [](SiteConfig& c, std::string_view v) { c.shim = yes_no("shim", v); }},
+    {"shim_path", TFPIN_SHIM_PATH, "PATH",
+     [](SiteConfig& c, std::string_view v) {
+       if (v.empty() || v.front() != '/') bad("shim_path", v, "an absolute path");
+       c.shim_path = std::string(v);
+     }},
+    {"cpu_files", "yes", "yes|no",
+     [](SiteConfig& c, std::string_view v) { c.cpu_files = yes_no("cpu_files", v); }},
+    {"containers", "apptainer", "apptainer|singularity|no",
+     [](SiteConfig& c, std::string_view v) {
+       c.containers = choose<ContainerRuntime, 3>("containers", v,
+                                                  {{{"apptainer", ContainerRuntime::apptainer},
+                                                    {"singularity", ContainerRuntime::singularity},
+                                                    {"no", ContainerRuntime::none}}});
+     }},
+    {"oci_shim", "no", "no|yes",
+     [](SiteConfig& c, std::string_view v) { c.oci_shim = yes_no("oci_shim", v); }},
+    {"enforcement", "strict", "strict|clamp",
+     [](SiteConfig& c, std::string_view v) {
+       c.enforcement = choose<Enforcement, 2>(
+           "enforcement", v, {{{"strict", Enforcement::strict}, {"clamp", Enforcement::clamp}}});
+     }},
+    {"on_error", "warn", "warn|fail",
+     [](SiteConfig& c, std::string_view v) {
+       c.on_error =
+           choose<OnError, 2>("on_error", v, {{{"warn", OnError::warn}, {"fail", OnError::fail}}});
+     }},
+    {"activation", "on-request", "on-request|always",
+     [](SiteConfig& c, std::string_view v) {
+       c.activation = choose<Activation, 2>(
+           "activation", v,
+           {{{"on-request", Activation::on_request}, {"always", Activation::always}}});
+     }},
+    {"verbose", "no", "no|yes",
+     [](SiteConfig& c, std::string_view v) { c.verbose = yes_no("verbose", v); }},
+    {"override_env", "no", "no|yes",
+     [](SiteConfig& c, std::string_view v) { c.override_env = yes_no("override_env", v); }},
+    {"tf_intraop", "intra", "intra|threads",
+     [](SiteConfig& c, std::string_view v) {
+       c.tf_intraop_all_threads =
+           choose<bool, 2>("tf_intraop", v, {{{"intra", false}, {"threads", true}}});
+     }},
+    {"max_threads", "65536", "",
+     [](SiteConfig& c, std::string_view v) { c.max_threads = count("max_threads", v, max_count); }},
+    {"max_interop", "256", "",
+     [](SiteConfig& c, std::string_view v) { c.max_interop = count("max_interop", v, max_count); }},
+    {"topology_cache", "/run/tfpin", "DIR|no",
+     [](SiteConfig& c, std::string_view v) {
+       if (v == "no") {
+         c.topology_cache.clear();
+         return;
+       }
+       if (v.size() < 2 || v.front() != '/' || v.find('\0') != std::string_view::npos) {
+         bad("topology_cache", v,
+             "an absolute directory (root's, not writable by others; e.g. /run/tfpin), or no");
+       }
+       c.topology_cache = std::string(v);
+     }},
 }};
 
 // "interop=1 ... hyperthreads=no|yes|never ...", for messages.
@@ -78,79 +134,9 @@ std::span<const SiteKey> site_keys() { return keys; }
 
 SiteConfig parse_site_config(std::span<const std::string_view> args) {
   SiteConfig config;
-  using Setter = std::function<void(std::string_view)>;
-  const std::map<std::string_view, Setter> setters = {
-      {"interop", [&](auto v) { config.interop = count("interop", v, max_count); }},
-      {"blocktime",
-       [&](auto v) {
-         config.blocktime_ms = parse_non_negative("plugstack.conf: blocktime", v, 1000);
-       }},
-      {"hyperthreads",
-       [&](auto v) {
-         config.hyperthreads = choose<SiteHyperthreads, 3>("hyperthreads", v,
-                                                           {{{"no", SiteHyperthreads::no},
-                                                             {"yes", SiteHyperthreads::yes},
-                                                             {"never", SiteHyperthreads::never}}});
-       }},
-      {"shim", [&](auto v) { config.shim = yes_no("shim", v); }},
-      {"shim_path",
-       [&](auto v) {
-         if (v.empty() || v.front() != '/') bad("shim_path", v, "an absolute path");
-         config.shim_path = std::string(v);
-       }},
-      {"cpu_files", [&](auto v) { config.cpu_files = yes_no("cpu_files", v); }},
-      {"containers",
-       [&](auto v) {
-         config.containers = choose<ContainerRuntime, 3>(
-             "containers", v,
-             {{{"apptainer", ContainerRuntime::apptainer},
-               {"singularity", ContainerRuntime::singularity},
-               {"no", ContainerRuntime::none}}});
-       }},
-      {"oci_shim", [&](auto v) { config.oci_shim = yes_no("oci_shim", v); }},
-      {"enforcement",
-       [&](auto v) {
-         config.enforcement = choose<Enforcement, 2>(
-             "enforcement", v, {{{"strict", Enforcement::strict}, {"clamp", Enforcement::clamp}}});
-       }},
-      {"on_error",
-       [&](auto v) {
-         config.on_error = choose<OnError, 2>("on_error", v,
-                                              {{{"warn", OnError::warn}, {"fail", OnError::fail}}});
-       }},
-      {"activation",
-       [&](auto v) {
-         config.activation = choose<Activation, 2>(
-             "activation", v,
-             {{{"on-request", Activation::on_request}, {"always", Activation::always}}});
-       }},
-      {"verbose", [&](auto v) { config.verbose = yes_no("verbose", v); }},
-      {"override_env", [&](auto v) { config.override_env = yes_no("override_env", v); }},
-      {"tf_intraop",
-       [&](auto v) {
-         config.tf_intraop_all_threads =
-             choose<bool, 2>("tf_intraop", v, {{{"intra", false}, {"threads", true}}});
-       }},
-      {"max_threads", [&](auto v) { config.max_threads = count("max_threads", v, max_count); }},
-      {"max_interop", [&](auto v) { config.max_interop = count("max_interop", v, max_count); }},
-      {"topology_cache",
-       [&](auto v) {
-         if (v == "no") {
-           config.topology_cache.clear();
-           return;
-         }
-         if (v.size() < 2 || v.front() != '/' || v.find('\0') != std::string_view::npos) {
-           bad("topology_cache", v,
-               "an absolute directory (root's, not writable by others; e.g. /run/tfpin), or no");
-         }
-         config.topology_cache = std::string(v);
-       }},
-  };
-
-  // Keys are the table's (a setter without a row is never reached). An empty default (shim_path
-  // where the build does not say where the shim goes) stays empty.
+  // An empty default (shim_path where the build does not say where the shim goes) stays empty.
   for (const SiteKey& k : keys) {
-    if (!k.fallback.empty()) setters.at(k.key)(k.fallback);
+    if (!k.fallback.empty()) k.set(config, k.fallback);
   }
   std::map<std::string_view, std::string_view> seen;  // key -> its value
   for (std::string_view arg : args) {
@@ -161,7 +147,9 @@ SiteConfig parse_site_config(std::span<const std::string_view> args) {
                               key_list()));
     }
     const std::string_view key = arg.substr(0, eq);
-    if (std::none_of(keys.begin(), keys.end(), [&](const SiteKey& k) { return k.key == key; })) {
+    const auto* row =
+        std::find_if(keys.begin(), keys.end(), [&](const SiteKey& k) { return k.key == key; });
+    if (row == keys.end()) {
       throw Error(
           ErrorKind::invalid_request,
           fmt::format("plugstack.conf: unknown key '{}' (keys: {})", shown_value(key), key_list()));
@@ -173,7 +161,7 @@ SiteConfig parse_site_config(std::span<const std::string_view> args) {
                               "each key at most once",
                               key, key, shown_value(first->second), key, shown_value(value)));
     }
-    setters.at(key)(value);
+    row->set(config, value);
   }
   if (config.interop > config.max_interop) {
     throw Error(ErrorKind::invalid_request,

@@ -36,12 +36,15 @@ struct SiteConfig {
   std::string topology_cache;  // directory of the node's topology cache; empty: no cache
 };
 
-// One row per key: the one place keys and defaults are written. etc/plugstack.conf.d/tfpin.conf.in
-// documents the same keys and defaults (a plugin unit test compares them).
+// One row per key: the one place a key, its default, its valid values and its meaning for
+// SiteConfig are written (a new key is one row and one SiteConfig field).
+// etc/plugstack.conf.d/tfpin.conf.in and tfpin-plugin(8) document the same keys and defaults
+// (plugin unit tests compare them).
 struct SiteKey {
   std::string_view key;
   std::string_view fallback;  // the default, as written in plugstack.conf
   std::string_view choices;   // "no|yes|never"; empty for a number
+  void (*set)(SiteConfig& config, std::string_view value);  // checks the value; throws Error
 };
 std::span<const SiteKey> site_keys();
 
