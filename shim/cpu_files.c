@@ -249,8 +249,8 @@ static void fd_link(int fd, char* link) {
 // the view, without "//", "/./" or "/../" (classify's string comparison is then the kernel's
 // answer, at no cost).
 // Only the shapes the views' files have, through no link: cpu/{online,present,offline},
-// cpu/cpuN/online, cpu/cpuN/topology/NAME, cpu/cpuN/cache/indexM/NAME, node/nodeN/NAME. (cpuN/node0,
-// cpuN/subsystem and cpuN/cpufreq are links: a path through them is resolved.)
+// cpu/cpuN/online, cpu/cpuN/topology/NAME, cpu/cpuN/cache/indexM/NAME, node/nodeN/NAME.
+// (cpuN/node0, cpuN/subsystem and cpuN/cpufreq are links: a path through them is resolved.)
 static bool digits_then(const char* s, const char** rest) {
   if (*s < '0' || *s > '9') return false;
   while (*s >= '0' && *s <= '9') ++s;
@@ -517,13 +517,19 @@ static bool view_cpuinfo(const shim_plan* plan, const buffer* real, buffer* out)
 }
 
 // /proc/stat without the cpuN lines of CPUs outside the plan; the "cpu" total is the sum of the
-// lines kept, so that per-CPU averages computed from it stay right.
+// lines kept, so that per-CPU averages computed from it stay right. One pass: the lines kept go to
+// a scratch buffer while the plan's cpuN lines are summed, and the total, which the kernel writes
+// first, is written before them once the sum is known.
 enum { STAT_FIELDS = 16 };
 static bool view_stat(const shim_plan* plan, const buffer* real, buffer* out) {
   const char* const end = real->data + real->size;
   unsigned long long total[STAT_FIELDS] = {0};
   unsigned fields = 0;
-  for (const char* line = real->data; line < end;) {
+  const char* total_line = NULL;  // the kernel's own, kept as it is if no cpuN line has fields
+  size_t total_size = 0;
+  buffer rest = {0};
+  bool ok = true;
+  for (const char* line = real->data; ok && line < end;) {
     const char* eol = memchr(line, '\n', (size_t)(end - line));
     const char* next = eol != NULL ? eol + 1 : end;
     unsigned cpu = 0;
@@ -533,7 +539,12 @@ static bool view_stat(const shim_plan* plan, const buffer* real, buffer* out) {
       name[n] = line[n];
       ++n;
     }
-    if (cpu_dir_name(name, &cpu) != NULL && in_plan(plan, cpu)) {
+    if (strcmp(name, "cpu") == 0) {
+      total_line = line;
+      total_size = (size_t)(next - line);
+    } else if (cpu_dir_name(name, &cpu) == NULL) {
+      ok = put(&rest, line, (size_t)(next - line));
+    } else if (in_plan(plan, cpu)) {
       unsigned f = 0;
       for (const char* p = line + n; p < next && f < STAT_FIELDS;) {
         while (p < next && *p == ' ') ++p;
@@ -543,31 +554,22 @@ static bool view_stat(const shim_plan* plan, const buffer* real, buffer* out) {
         total[f++] += v;
       }
       if (f > fields) fields = f;
+      ok = put(&rest, line, (size_t)(next - line));
     }
     line = next;
   }
-  for (const char* line = real->data; line < end;) {
-    const char* eol = memchr(line, '\n', (size_t)(end - line));
-    const char* next = eol != NULL ? eol + 1 : end;
-    unsigned cpu = 0;
-    char name[16] = {0};
-    size_t n = 0;
-    while (line + n < next && line[n] != ' ' && n < sizeof name - 1) {
-      name[n] = line[n];
-      ++n;
+  if (ok && total_line != NULL) {
+    if (fields > 0) {
+      ok = put_str(out, "cpu ");
+      for (unsigned f = 0; ok && f < fields; ++f) ok = put(out, " ", 1) && put_u64(out, total[f]);
+      ok = ok && put(out, "\n", 1);
+    } else {
+      ok = put(out, total_line, total_size);
     }
-    if (strcmp(name, "cpu") == 0 && fields > 0) {
-      if (!put_str(out, "cpu ")) return false;
-      for (unsigned f = 0; f < fields; ++f) {
-        if (!put(out, " ", 1) || !put_u64(out, total[f])) return false;
-      }
-      if (!put(out, "\n", 1)) return false;
-    } else if (cpu_dir_name(name, &cpu) == NULL || in_plan(plan, cpu)) {
-      if (!put(out, line, (size_t)(next - line))) return false;
-    }
-    line = next;
   }
-  return true;
+  ok = ok && (rest.size == 0 || put(out, rest.data, rest.size));
+  buffer_free(&rest);
+  return ok;
 }
 
 static bool build_view(const shim_plan* plan, const char* fsroot, view_kind kind, const char* path,
@@ -648,8 +650,8 @@ int cpu_view_open(const shim_plan* plan, const char* fsroot, int dirfd, const ch
   char resolved[1024];
   const char* where = path;
   if (!plain_view_path(path)) {
-    if (!may_be_in_view(path) || !resolved_path(fsroot, dirfd, path, flags, resolved,
-                                                sizeof resolved))
+    if (!may_be_in_view(path) ||
+        !resolved_path(fsroot, dirfd, path, flags, resolved, sizeof resolved))
       return CPU_VIEW_PASS;
     where = resolved;
   }

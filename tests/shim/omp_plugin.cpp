@@ -27,13 +27,7 @@ __attribute__((visibility("default"))) int plugin_team(int n, char* out, int len
     std::lock_guard<std::mutex> lock(mu);
     masks.push_back(std::move(m));
   };
-  if (n > 0) {
-#pragma omp parallel num_threads(n)
-    body();
-  } else {
-#pragma omp parallel
-    body();
-  }
+  probe::run_team(n, body);
   std::string s = "{\"team\":" + std::to_string(masks.size()) + ",\"members\":[";
   for (size_t i = 0; i < masks.size(); ++i) s += (i ? "," : "") + probe::json(masks[i]);
   s += "],\"master_after\":" + probe::json(probe::my_allowed()) + "}";

@@ -107,13 +107,7 @@ std::vector<Member> run_region(int n, int spin_us) {
     std::lock_guard<std::mutex> lock(mu);
     members.push_back(m);
   };
-  if (n > 0) {
-#pragma omp parallel num_threads(n)
-    body();
-  } else {
-#pragma omp parallel
-    body();
-  }
+  probe::run_team(n, body);
   std::sort(members.begin(), members.end(),
             [](const Member& a, const Member& b) { return a.num < b.num; });
   return members;
@@ -243,7 +237,8 @@ int mode_constructs(int n) {
   GOMP_parallel_end();
   std::string out = "{";
   size_t k = 0;
-  for (const auto& [name, team] : teams) out += (k++ ? ",\"" : "\"") + name + "\":" + team.json_text();
+  for (const auto& [name, team] : teams)
+    out += (k++ ? ",\"" : "\"") + name + "\":" + team.json_text();
   std::printf("%s}\n", out.c_str());
   return 0;
 }

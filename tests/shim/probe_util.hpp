@@ -91,4 +91,19 @@ inline std::string task_snapshot() {
   return out + "]";
 }
 
+#ifdef _OPENMP
+// Runs `body` on one OpenMP team: num_threads(n), or no clause when n is 0 (the runtime's default
+// team, which the shim caps).
+template <typename Body>
+void run_team(int n, Body&& body) {
+  if (n > 0) {
+#pragma omp parallel num_threads(n)
+    body();
+  } else {
+#pragma omp parallel
+    body();
+  }
+}
+#endif
+
 }  // namespace probe

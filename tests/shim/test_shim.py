@@ -20,18 +20,13 @@ import tempfile
 import time
 import unittest
 
-SHIM = os.environ.get("TFPIN_SHIM_LIB", "")
-PROBE = os.environ.get("SHIM_PROBE", "")
-PROBE_DL = os.environ.get("SHIM_PROBE_DL", "")
-PROBE_BLAS = os.environ.get("SHIM_PROBE_BLAS", "")
-PLUGIN = os.environ.get("SHIM_OMP_PLUGIN", "")
-CTOR_PLUGIN = os.environ.get("SHIM_CTOR_PLUGIN", "")
-INTERPOSER = os.environ.get("SHIM_INTERPOSER", "")
-PROBE_KMP = os.environ.get("SHIM_PROBE_KMP", "")
-TFPIN = os.environ.get("TFPIN_EXE", "")
-PROBE_CPUFILES = os.environ.get("SHIM_PROBE_CPUFILES", "")
-PROBE_CPUINFO = os.environ.get("SHIM_PROBE_CPUINFO", "")
-PROBE_EARLY_IO = os.environ.get("SHIM_PROBE_EARLY_IO", "")
+# The programs meson built, by the variables it passes them in ("" where one was not built).
+(SHIM, PROBE, PROBE_DL, PROBE_BLAS, PLUGIN, CTOR_PLUGIN, INTERPOSER, PROBE_KMP, TFPIN,
+ PROBE_CPUFILES, PROBE_CPUINFO, PROBE_EARLY_IO) = (
+    os.environ.get(name, "") for name in (
+        "TFPIN_SHIM_LIB", "SHIM_PROBE", "SHIM_PROBE_DL", "SHIM_PROBE_BLAS", "SHIM_OMP_PLUGIN",
+        "SHIM_CTOR_PLUGIN", "SHIM_INTERPOSER", "SHIM_PROBE_KMP", "TFPIN_EXE",
+        "SHIM_PROBE_CPUFILES", "SHIM_PROBE_CPUINFO", "SHIM_PROBE_EARLY_IO"))
 PYTHON = "/usr/bin/python3"
 
 # Plans use the first two CPUs this test may use (0 and 1 on the 2-core build machine).

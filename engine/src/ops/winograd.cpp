@@ -516,15 +516,28 @@ void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLaye
 
 }  // namespace
 
+// What the entry points below share: the convolution `node`, if tfpin's Winograd applies to it.
+struct WinogradNode {
+  const Node& node;
+  int kernel_size;  // 3 or 5
+  const Conv2D& conv;
+  const Dims& in;   // x
+  const Dims& out;  // y
+};
+std::optional<WinogradNode> winograd_node(const Lowering& l, int node) {
+  const int kernel_size = own_winograd_kernel(l.ir, node);
+  if (!l.options.winograd || kernel_size == 0) return std::nullopt;
+  const Node& n = l.ir.nodes[static_cast<std::size_t>(node)];
+  return WinogradNode{n, kernel_size, std::get<Conv2D>(n.attrs),
+                      l.ir.values[static_cast<std::size_t>(n.inputs[0])].dims,
+                      l.ir.values[static_cast<std::size_t>(n.output)].dims};
+}
+
 bool add_winograd_alternative(Lowering& l, int node, Step& step, const md_t& src_md,
                               const md_t& weights_md, const md_t& dst_md) {
-  Node& n = node_of(l.ir, node);
-  const int kernel_size = own_winograd_kernel(l.ir, node);
-  if (!l.options.winograd || kernel_size == 0) return false;
-  const auto& a = std::get<Conv2D>(n.attrs);
-  const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
-  const Dims& od = value_of(l.ir, n.output).dims;
-  const std::int64_t block = fitting_block(xd, src_md, od, dst_md);
+  const auto w = winograd_node(l, node);
+  if (!w) return false;
+  const std::int64_t block = fitting_block(w->in, src_md, w->out, dst_md);
   if (block == 0) return false;
   WeightSource source;
   if (l.training()) {
@@ -532,28 +545,24 @@ bool add_winograd_alternative(Lowering& l, int node, Step& step, const md_t& src
     if (!offsets) return false;
     source.trained_offsets = std::move(*offsets);
   } else {
-    source.oihw = value_of(l.ir, n.inputs[1]).data.get();
+    source.oihw = value_of(l.ir, w->node.inputs[1]).data.get();
   }
   WinogradOutputOps ops;
-  for (const PostOp& p : n.post_ops) {
+  for (const PostOp& p : w->node.post_ops) {
     if (p.kind == PostOp::Kind::eltwise || ops.count == 4) return false;
     ops.ops[ops.count++] = p.kind == PostOp::Kind::sum ? WinogradPostOp::sum : WinogradPostOp::relu;
   }
-  add_tiles(l, n.name, step, block, kernel_size, xd, od, a.padding[0], a.padding[1], ops,
-            n.inputs.size() > 2, source);
+  add_tiles(l, w->node.name, step, block, w->kernel_size, w->in, w->out, w->conv.padding[0],
+            w->conv.padding[1], ops, w->node.inputs.size() > 2, source);
   return true;
 }
 
 bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
                                             const md_t& diff_dst_md, const md_t& weights_md,
                                             const md_t& diff_src_md) {
-  Node& n = node_of(l.ir, node);
-  const int kernel_size = own_winograd_kernel(l.ir, node);
-  if (!l.options.winograd || kernel_size == 0) return false;
-  const auto& a = std::get<Conv2D>(n.attrs);
-  const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
-  const Dims& od = value_of(l.ir, n.output).dims;
-  const std::int64_t block = fitting_block(od, diff_dst_md, xd, diff_src_md);
+  const auto w = winograd_node(l, node);
+  if (!w) return false;
+  const std::int64_t block = fitting_block(w->out, diff_dst_md, w->in, diff_src_md);
   if (block == 0) return false;
   auto offsets = separable_offsets(weights_md);
   if (!offsets) return false;
@@ -567,30 +576,28 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
     const auto& forward = (*offsets)[d];
     source.trained_offsets[d].assign(forward.rbegin(), forward.rend());
   }
-  add_tiles(l, n.name + ":backward_data", step, block, kernel_size, od, xd,
-            kernel_size - 1 - a.padding[0], kernel_size - 1 - a.padding[1], {}, false, source);
+  add_tiles(l, w->node.name + ":backward_data", step, block, w->kernel_size, w->out, w->in,
+            w->kernel_size - 1 - w->conv.padding[0], w->kernel_size - 1 - w->conv.padding[1], {},
+            false, source);
   return true;
 }
 
 bool add_winograd_weight_gradient_alternative(Lowering& l, int node, Step& step, const md_t& src_md,
                                               const md_t& diff_dst_md, const md_t& diff_weights_md,
                                               const md_t& diff_bias_md) {
-  Node& n = node_of(l.ir, node);
-  const int kernel_size = own_winograd_kernel(l.ir, node);
-  if (!l.options.winograd || kernel_size == 0) return false;
-  const auto& a = std::get<Conv2D>(n.attrs);
-  const Dims& xd = value_of(l.ir, n.inputs[0]).dims;
-  const Dims& od = value_of(l.ir, n.output).dims;
-  const std::int64_t block = fitting_block(xd, src_md, od, diff_dst_md);
+  const auto w = winograd_node(l, node);
+  if (!w) return false;
+  const std::int64_t block = fitting_block(w->in, src_md, w->out, diff_dst_md);
   if (block == 0) return false;
-  const bool has_bias = n.inputs.size() > 2;
-  if (has_bias && diff_bias_md != md_t({od[1]}, dnnl::memory::data_type::f32, tag::x)) return false;
+  const bool has_bias = w->node.inputs.size() > 2;
+  if (has_bias && diff_bias_md != md_t({w->out[1]}, dnnl::memory::data_type::f32, tag::x))
+    return false;
   auto offsets = separable_offsets(diff_weights_md);
   if (!offsets) return false;
-  const WinogradLayer layer = layer_of(xd, od, a.padding[0], a.padding[1]);
-  for (int tile : tiles_for(kernel_size)) {
-    add_weight_gradient_alternative(l, step, layer, kernels_for(block, tile, kernel_size), has_bias,
-                                    *offsets);
+  const WinogradLayer layer = layer_of(w->in, w->out, w->conv.padding[0], w->conv.padding[1]);
+  for (int tile : tiles_for(w->kernel_size)) {
+    add_weight_gradient_alternative(l, step, layer, kernels_for(block, tile, w->kernel_size),
+                                    has_bias, *offsets);
   }
   return true;
 }
