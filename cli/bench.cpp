@@ -38,6 +38,7 @@
 #include "tfpin/error.hpp"
 #include "tfpin/options.hpp"
 #include "tfpin/report.hpp"
+#include "tfpin/thread_affinity.hpp"
 #include "threads.hpp"
 
 namespace tfpin::cli {
@@ -556,13 +557,8 @@ struct Stream {
 // runtime starts inherit both. A memory policy the process already has (numactl, srun
 // --mem-bind) is kept.
 void place_stream_thread(const std::vector<unsigned>& cpus) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (unsigned c : cpus) {
-    if (c < CPU_SETSIZE) CPU_SET(c, &set);
-  }
   // A failure here shows again, with its reason, when the runtime pins its lane.
-  (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  (void)set_thread_affinity(pthread_self(), cpus);
   if (cpus.empty() || numa_available() < 0 || numa_max_node() < 1) return;
   if (inherited_memory_policy()) return;
   const int node = numa_node_of_cpu(static_cast<int>(cpus.front()));

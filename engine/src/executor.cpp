@@ -13,6 +13,8 @@
 #include <exception>
 #include <new>
 
+#include "tfpin/thread_affinity.hpp"
+
 namespace tfpin::engine::detail {
 
 namespace {
@@ -22,17 +24,7 @@ int linux_tid() { return static_cast<int>(syscall(SYS_gettid)); }
 }  // namespace
 
 bool pin_current_thread(const std::vector<unsigned>& cpus, std::string* error) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (unsigned c : cpus) {
-    if (c >= CPU_SETSIZE) {
-      *error = fmt::format("cpu {} is beyond CPU_SETSIZE", c);
-      return false;
-    }
-    CPU_SET(c, &set);
-  }
-  int rc = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-  if (rc != 0) {
+  if (const int rc = set_thread_affinity(pthread_self(), cpus); rc != 0) {
     *error = fmt::format("cannot pin to cpus {}: {}", fmt::join(cpus, ","), std::strerror(rc));
     return false;
   }

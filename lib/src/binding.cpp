@@ -14,22 +14,17 @@
 
 #include "tfpin/cpulist.hpp"
 #include "tfpin/error.hpp"
+#include "tfpin/thread_affinity.hpp"
 #include "tfpin/topology.hpp"
 
 namespace tfpin {
 
 void bind_current_process(std::span<const unsigned> cpus) {
   if (cpus.empty()) throw Error(ErrorKind::system, "cannot bind to an empty CPU set");
-  const unsigned highest = *std::max_element(cpus.begin(), cpus.end());
-  const int ncpus = static_cast<int>(highest) + 1;
-  auto free_set = [](cpu_set_t* s) { CPU_FREE(s); };
-  std::unique_ptr<cpu_set_t, decltype(free_set)> set(CPU_ALLOC(ncpus), free_set);
-  const std::size_t size = CPU_ALLOC_SIZE(ncpus);
-  CPU_ZERO_S(size, set.get());
-  for (unsigned cpu : cpus) CPU_SET_S(cpu, size, set.get());
-  if (sched_setaffinity(0, size, set.get()) != 0) {
+  // (The calling thread: tfpin binds before it starts any, and what it execs inherits the mask.)
+  if (const int rc = set_thread_affinity(pthread_self(), cpus); rc != 0) {
     throw Error(ErrorKind::system, fmt::format("binding to CPUs {} failed: {}",
-                                               format_cpulist(cpus), std::strerror(errno)));
+                                               format_cpulist(cpus), std::strerror(rc)));
   }
 }
 

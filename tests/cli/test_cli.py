@@ -80,6 +80,18 @@ class Show(unittest.TestCase):
                          "--interop", "2")
         self.assertEqual([lane["cpus"] for lane in plan["lanes"]], [[0, 1, 2, 3], [8, 9, 10, 11]])
 
+    def test_plan_with_cpu_ids_past_1023(self):
+        # 8 x 96 cores x 2 threads: ids 0-1535, past CPU_SETSIZE (1024). Every hardware thread in
+        # 4 lanes: each lane's cpus are whole, distinct and as listed in TFPIN_CPUS.
+        plan = show_json("--topology", "package:8 numa:1 core:96 pu:2", "--hyperthreads",
+                         "--threads", "1536", "--interop", "4")
+        lanes = [lane["cpus"] for lane in plan["lanes"]]
+        self.assertEqual([len(l) for l in lanes], [384] * 4)
+        every = sorted(c for l in lanes for c in l)
+        self.assertEqual(every, list(range(1536)))
+        self.assertEqual(plan["env"]["TFPIN_INTRA"], "384")
+        self.assertIn("1535", plan["env"]["TFPIN_CPUS"])
+
     def test_text_output_names_lanes(self):
         proc = tfpin("show", "--topology", "package:2 numa:1 core:4 pu:1", "--interop", "2")
         self.assertEqual(proc.returncode, 0, proc.stderr)

@@ -8,12 +8,14 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "plan_checks.hpp"
 #include "tfpin/binding.hpp"
 #include "tfpin/environment.hpp"
 #include "tfpin/error.hpp"
+#include "tfpin/thread_affinity.hpp"
 #include "tfpin/topology.hpp"
 
 namespace {
@@ -449,6 +451,23 @@ TEST(ApplyPlan, ExportsAndPreloadsTheShimOrWarns) {
   EXPECT_TRUE(tfpin::apply_plan(plan, vars, access(env), how).warnings.empty());
   EXPECT_EQ(env.at("LD_PRELOAD"), "/proc/self/exe:libuser.so");
   tfpin::bind_current_process(saved);
+}
+
+// Plans allow CPU ids up to 4095, past CPU_SETSIZE (1024): the one pinning function sizes its mask
+// to the highest id, so a lane that names CPU 1500 beside one of ours pins (the kernel keeps the
+// CPUs that exist) where a fixed cpu_set_t failed (the engine's lanes) or dropped it (bench's
+// streams).
+TEST(ThreadAffinity, MaskReachesPastCpuSetSize) {
+  const std::vector<unsigned> saved = tfpin::current_affinity();
+  const std::vector<unsigned> lane = {saved.front(), 1500, 4095};
+  std::thread worker([&] {
+    EXPECT_EQ(tfpin::set_thread_affinity(pthread_self(), lane), 0);
+    EXPECT_EQ(tfpin::current_affinity(), std::vector<unsigned>{saved.front()});
+    EXPECT_EQ(tfpin::set_thread_affinity(pthread_self(), std::vector<unsigned>{4000}), EINVAL);
+    EXPECT_EQ(tfpin::set_thread_affinity(pthread_self(), std::vector<unsigned>{}), EINVAL);
+  });
+  worker.join();
+  EXPECT_EQ(tfpin::current_affinity(), saved);  // another thread's mask: ours unchanged
 }
 
 // A plan for CPUs this machine does not have: sched_setaffinity refuses it.
