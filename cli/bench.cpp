@@ -230,22 +230,9 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
                   "the job (a rank died or stopped; 0 = wait forever)")
       ->type_name("SECONDS");
   sub->add_flag("--json", bench.json, "print one JSON object instead of the text report");
-  sub->add_flag("--no_fusion", bench.no_fusion,
-                "compile without batch-norm folding and post-op fusion (for comparison)");
-  sub->add_flag("--no_winograd", bench.no_winograd,
-                "direct convolutions only (default: Winograd where oneDNN finds it faster)");
-  sub->add_flag("--no_elastic_threads", bench.no_elastic_threads,
-                "every step on its lane's threads (default: steps nothing can run beside use "
-                "every lane's cores, small ones one thread)");
-  sub->add_flag("--no_matrix_vector", bench.no_matrix_vector,
-                "batch-1 inner products by oneDNN (default: tfpin's matrix-vector kernel on "
-                "AVX-512 or AVX2)");
-  sub->add_flag("--no_in_place_concat", bench.no_in_place_concat,
-                "batch-1 concats copy their inputs (default: the inputs are written straight into "
-                "their slices of the output)");
-  sub->add_flag("--any_layouts", bench.any_layouts,
-                "let oneDNN choose convolution layouts (default: blocked, nChw16c on AVX-512, "
-                "nChw8c on AVX2)");
+  for (std::size_t i = 0; i < engine_switches.size(); ++i) {
+    sub->add_flag(engine_switches[i].flag, bench.switched_off[i], engine_switches[i].help);
+  }
   sub->add_flag("-v,--verbose", bench.verbose,
                 "print the compiled steps (oneDNN implementation and layouts) to stderr");
   return sub;
@@ -409,12 +396,9 @@ engine::CompileOptions compile_options(const BenchCommand& bench, const BenchSet
   options.lanes = settings.threads.inter;
   options.intra = settings.threads.intra;
   options.lane_cpus = settings.threads.lane_cpus;
-  options.fusion = !bench.no_fusion;
-  options.winograd = !bench.no_winograd;
-  options.elastic_threads = !bench.no_elastic_threads;
-  options.matrix_vector = !bench.no_matrix_vector;
-  options.in_place_concat = !bench.no_in_place_concat;
-  options.blocked_layouts = !bench.any_layouts;
+  for (std::size_t i = 0; i < engine_switches.size(); ++i) {
+    options.*engine_switches[i].option = !bench.switched_off[i];
+  }
   options.trace = !bench.trace_file.empty();
   if (!bench.workload.forward_only) {
     engine::TrainingOptions training;
@@ -699,11 +683,11 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
   j["interop_source"] = threads.inter_source;
   j["lanes"] = threads.lane_cpus;
   j["cpus_allowed"] = places.at(0).cpus_allowed;
-  j["fusion"] = !bench.no_fusion;
-  j["winograd"] = !bench.no_winograd;
-  j["elastic_threads"] = !bench.no_elastic_threads;
-  j["matrix_vector"] = !bench.no_matrix_vector;
-  j["in_place_concat"] = !bench.no_in_place_concat;
+  for (std::size_t i = 0; i < engine_switches.size(); ++i) {
+    if (engine_switches[i].json_key != nullptr) {
+      j[engine_switches[i].json_key] = !bench.switched_off[i];
+    }
+  }
   j["onednn"] = {{"version", engine::onednn_runtime_version().text()},
                  {"built_with", engine::onednn_build_version().text()},
                  {"runtime", engine::onednn_runtime_version().runtime},
@@ -936,29 +920,26 @@ int BenchCommand::operator()() const {
     const engine::CompileReport empty;
     const engine::CompileReport& report = runtime ? runtime->report() : empty;
     const WeightDigest initial = runtime ? weight_digest(*runtime) : WeightDigest{};
-    check_ranks_agree(*ranks,
-                      {fmt::format("model={}", workload.model),
-                       fmt::format("batch_size={}", settings.batch),
-                       fmt::format("data_format={}", engine::to_string(settings.layout)),
-                       fmt::format("forward_only={}", forward_only),
-                       fmt::format("num_batches={}", settings.steps),
-                       fmt::format("num_warmup_batches={}", settings.warmup),
-                       fmt::format("num_intra_threads={}", settings.threads.intra),
-                       fmt::format("num_inter_threads={}", settings.threads.inter),
-                       fmt::format("num_streams={}", settings.streams),
-                       fmt::format("variable_update={}", variable_update),
-                       fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20),
-                       fmt::format("no_fusion={}", no_fusion),
-                       fmt::format("no_winograd={}", no_winograd),
-                       fmt::format("no_elastic_threads={}", no_elastic_threads),
-                       fmt::format("no_matrix_vector={}", no_matrix_vector),
-                       fmt::format("no_in_place_concat={}", no_in_place_concat),
-                       fmt::format("any_layouts={}", any_layouts),
-                       fmt::format("oneDNN={}", engine::onednn_runtime_version().text()),
-                       fmt::format("gradient_buckets={}", report.gradient_buckets),
-                       fmt::format("gradient_bytes={}", report.gradient_bytes),
-                       fmt::format("initial_weights={:016x}", initial.hash)},
-                      compile_error);
+    std::vector<std::string> agreed = {
+        fmt::format("model={}", workload.model),
+        fmt::format("batch_size={}", settings.batch),
+        fmt::format("data_format={}", engine::to_string(settings.layout)),
+        fmt::format("forward_only={}", forward_only),
+        fmt::format("num_batches={}", settings.steps),
+        fmt::format("num_warmup_batches={}", settings.warmup),
+        fmt::format("num_intra_threads={}", settings.threads.intra),
+        fmt::format("num_inter_threads={}", settings.threads.inter),
+        fmt::format("num_streams={}", settings.streams),
+        fmt::format("variable_update={}", variable_update),
+        fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20)};
+    for (std::size_t i = 0; i < engine_switches.size(); ++i) {
+      agreed.push_back(fmt::format("{}={}", engine_switches[i].flag + 2, switched_off[i]));
+    }
+    agreed.push_back(fmt::format("oneDNN={}", engine::onednn_runtime_version().text()));
+    agreed.push_back(fmt::format("gradient_buckets={}", report.gradient_buckets));
+    agreed.push_back(fmt::format("gradient_bytes={}", report.gradient_bytes));
+    agreed.push_back(fmt::format("initial_weights={:016x}", initial.hash));
+    check_ranks_agree(*ranks, agreed, compile_error);
     const std::vector<std::string> nodes = ranks->allgather(place.node);
     const std::vector<std::string> cpus = ranks->allgather(place.cpus_allowed);
     const std::vector<std::string> lanes = ranks->allgather(place.lanes);

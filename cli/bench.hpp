@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "tfpin/engine/graph.hpp"
 #include "tfpin/engine/models.hpp"
+#include "tfpin/engine/runtime.hpp"
 
 namespace tfpin::cli {
 
@@ -20,6 +22,37 @@ struct WorkloadOptions {
   bool forward_only = false;
 };
 void add_workload_options(CLI::App& sub, WorkloadOptions& workload);
+
+// The engine switches of `tfpin bench`: each flag turns one CompileOptions member off. A new switch
+// is one row here (and the engine's field); the flag, its help, the compile options, the JSON
+// report and the MPI ranks' agreement all come from the row.
+struct EngineSwitch {
+  const char* flag;                      // "--no_winograd"
+  bool engine::CompileOptions::*option;  // what the flag turns off
+  const char* help;
+  const char* json_key;  // `--json` reports the member under this key; null: not reported
+};
+inline constexpr std::array<EngineSwitch, 6> engine_switches = {{
+    {"--no_fusion", &engine::CompileOptions::fusion,
+     "compile without batch-norm folding and post-op fusion (for comparison)", "fusion"},
+    {"--no_winograd", &engine::CompileOptions::winograd,
+     "direct convolutions only (default: Winograd where oneDNN finds it faster)", "winograd"},
+    {"--no_elastic_threads", &engine::CompileOptions::elastic_threads,
+     "every step on its lane's threads (default: steps nothing can run beside use every lane's "
+     "cores, small ones one thread)",
+     "elastic_threads"},
+    {"--no_matrix_vector", &engine::CompileOptions::matrix_vector,
+     "batch-1 inner products by oneDNN (default: tfpin's matrix-vector kernel on AVX-512 or AVX2)",
+     "matrix_vector"},
+    {"--no_in_place_concat", &engine::CompileOptions::in_place_concat,
+     "batch-1 concats copy their inputs (default: the inputs are written straight into their "
+     "slices of the output)",
+     "in_place_concat"},
+    {"--any_layouts", &engine::CompileOptions::blocked_layouts,
+     "let oneDNN choose convolution layouts (default: blocked, nChw16c on AVX-512, nChw8c on "
+     "AVX2)",
+     nullptr},
+}};
 
 struct BenchCommand {
   // Kept as text: tfpin's own parsers give the messages (flag, value, valid choices). The initial
@@ -41,12 +74,8 @@ struct BenchCommand {
   std::string fusion_threshold_mb = "64";
   std::string stall_timeout = "120";
   bool json = false;
-  bool no_fusion = false;
-  bool no_winograd = false;
-  bool no_elastic_threads = false;
-  bool no_matrix_vector = false;
-  bool no_in_place_concat = false;
-  bool any_layouts = false;
+  // One per row of engine_switches: the flag was given (the engine feature is off).
+  std::array<bool, engine_switches.size()> switched_off{};
   bool verbose = false;
   int operator()() const;
 };
