@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <latch>
 #include <nlohmann/json.hpp>
@@ -24,15 +23,12 @@
 #include <random>
 #include <thread>
 
+#include "bench_report.hpp"
 #include "commands.hpp"
 #include "output_file.hpp"
 #include "ranks.hpp"
 #include "tfpin/binding.hpp"
 #include "tfpin/cpulist.hpp"
-#include "tfpin/engine/models.hpp"
-#ifdef TFPIN_HAVE_ONNX
-#include "tfpin/engine/onnx.hpp"
-#endif
 #include "tfpin/engine/runtime.hpp"
 #include "tfpin/engine/version.hpp"
 #include "tfpin/error.hpp"
@@ -44,45 +40,6 @@
 namespace tfpin::cli {
 
 namespace {
-
-using tfpin::engine::Layout;
-using tfpin::engine::Model;
-
-struct Stats {
-  double mean = 0;         // images/sec from the mean step time
-  double uncertainty = 0;  // standard error of the per-step speeds
-  double jitter = 0;       // 1.4826 x median absolute deviation of the per-step speeds
-};
-
-// tf_cnn_benchmarks' get_perf_timing_str.
-Stats perf_stats(double batch, const std::vector<double>& times) {
-  Stats s;
-  if (times.empty()) return s;
-  const double n = static_cast<double>(times.size());
-  const double mean_time = std::accumulate(times.begin(), times.end(), 0.0) / n;
-  s.mean = batch / mean_time;
-  std::vector<double> speeds;
-  for (double t : times) speeds.push_back(batch / t);
-  const double mean_speed = std::accumulate(speeds.begin(), speeds.end(), 0.0) / n;
-  double var = 0;
-  for (double v : speeds) var += (v - mean_speed) * (v - mean_speed);
-  s.uncertainty = std::sqrt(var / n) / std::sqrt(n);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t m = v.size() / 2;
-    return v.size() % 2 == 1 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-  };
-  const double med = median(speeds);
-  std::vector<double> dev;
-  for (double v : speeds) dev.push_back(std::abs(v - med));
-  s.jitter = 1.4826 * median(dev);
-  return s;
-}
-
-std::string perf_string(const Stats& s) {
-  return fmt::format("images/sec: {:.1f} +/- {:.1f} (jitter = {:.1f})", s.mean, s.uncertainty,
-                     s.jitter);
-}
 
 // The kernel's Cpus_allowed_list, read from /proc rather than sched_getaffinity: the shim answers
 // the latter with the plan's view, and `tfpin tune` wants proof of the binding itself.
@@ -98,94 +55,7 @@ std::string kernel_cpus_allowed(const char* status_file = "/proc/self/status") {
   return "";
 }
 
-std::string bytes_string(std::uint64_t bytes) {
-  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-}
-
 }  // namespace
-
-ModelChoice model_option(const std::string& text) {
-  if (text.ends_with(".onnx")) {
-#ifdef TFPIN_HAVE_ONNX
-    std::ifstream file(text, std::ios::binary);
-    if (!file || std::filesystem::is_directory(text)) {
-      usage_error(
-          fmt::format("--model={}: cannot read the ONNX file ({}) (valid: a model of the "
-                      "zoo, or a readable .onnx file)",
-                      shown_value(text), std::strerror(errno)));
-    }
-    return {std::nullopt, text};
-#else
-    usage_error(
-        fmt::format("--model={}: this tfpin was built without ONNX import (libonnx-dev "
-                    "was not found at build time) (valid: {})",
-                    shown_value(text), fmt::join(engine::model_names(), ", ")));
-#endif
-  }
-  const auto model = engine::parse_model(text);
-  if (!model) {
-    usage_error(
-        fmt::format("--model={} is not a model of the zoo (valid: {}) nor an ONNX file "
-                    "(a name ending in .onnx)",
-                    shown_value(text), fmt::join(engine::model_names(), ", ")));
-  }
-  return {*model, {}};
-}
-
-engine::Graph workload_graph(const ModelChoice& model, unsigned batch, engine::Layout layout,
-                             bool training) {
-  if (model.zoo) return engine::build_model(*model.zoo, batch, layout);
-#ifdef TFPIN_HAVE_ONNX
-  engine::OnnxImportOptions options;
-  options.batch_size = batch;
-  options.append_softmax = training;
-  engine::ImportedModel imported;
-  const engine::Status status = engine::import_onnx(model.onnx, options, &imported);
-  if (!status.ok()) {
-    // The model's names and ONNX's messages escaped: one printable line.
-    usage_error(fmt::format("--model={} (--batch_size={}{}): {}", shown_value(model.onnx), batch,
-                            training ? ", training" : ", --forward_only",
-                            shown_value(status.message(), status.message().size())));
-  }
-  if (imported.inputs.size() != 1 || imported.outputs.size() != 1) {
-    usage_error(
-        fmt::format("--model={}: bench feeds one input (synthetic images) and reads one "
-                    "output, but the model has {} input(s) and {} output(s)",
-                    model.onnx, imported.inputs.size(), imported.outputs.size()));
-  }
-  return std::move(imported.graph);
-#else
-  (void)batch;
-  (void)layout;
-  (void)training;
-  usage_error("--model: built without ONNX import");
-#endif
-}
-
-engine::Layout data_format_option(const std::string& text) {
-  const auto layout = engine::parse_layout(text);
-  if (!layout) {
-    usage_error(
-        fmt::format("--data_format={} is not a layout (valid: NHWC, NCHW)", shown_value(text)));
-  }
-  return *layout;
-}
-
-std::string lanes_text(const std::vector<std::vector<unsigned>>& lanes) {
-  std::vector<std::string> texts;
-  for (const auto& cpus : lanes) texts.push_back(format_cpulist(cpus));
-  return fmt::format("{}", fmt::join(texts, " | "));
-}
-
-void add_workload_options(CLI::App& sub, WorkloadOptions& workload) {
-  sub.add_option("--model", workload.model,
-                 fmt::format("{}, or an ONNX file M.onnx", fmt::join(engine::model_names(), "|")))
-      ->type_name("NAME|M.onnx");
-  sub.add_option("--data_format", workload.data_format, "layout of the input images: NHWC|NCHW")
-      ->type_name("NHWC|NCHW");
-  sub.add_flag("--forward_only", workload.forward_only,
-               "inference only (default: training steps: forward, backward, SGD update)");
-}
 
 CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
   CLI::App* sub = app.add_subcommand(
@@ -239,23 +109,6 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
 }
 
 namespace {
-
-enum class VariableUpdate { replicated, horovod, independent };
-
-// The command's flags, checked.
-struct BenchSettings {
-  ModelChoice model;
-  engine::Layout layout = engine::Layout::nhwc;
-  unsigned batch = 0;  // per rank
-  unsigned steps = 0;
-  unsigned warmup = 0;
-  unsigned streams = 1;  // --num_streams: one runtime per lane, each running its own requests
-  ThreadSettings threads;
-  VariableUpdate update = VariableUpdate::replicated;
-  std::uint64_t fusion_threshold_bytes = 0;
-  unsigned stall_seconds = 0;
-  [[nodiscard]] bool over_mpi() const { return update != VariableUpdate::replicated; }
-};
 
 VariableUpdate variable_update_option(const std::string& text) {
   if (text == "replicated") return VariableUpdate::replicated;
@@ -316,69 +169,6 @@ BenchSettings check_flags(const BenchCommand& bench) {
   return settings;
 }
 
-// Where every rank runs, for the header and the JSON.
-struct RankPlace {
-  std::string node;
-  std::string cpus_allowed;
-  std::string lanes;
-};
-
-// The CPU's "model name" from /proc/cpuinfo, so that every report says where it was measured.
-std::string cpu_model_name() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (line.rfind("model name", 0) != 0) continue;
-    const std::size_t colon = line.find(':');
-    if (colon == std::string::npos) break;
-    const std::size_t start = line.find_first_not_of(" \t", colon + 1);
-    return start == std::string::npos ? "unknown" : line.substr(start);
-  }
-  return "unknown";
-}
-
-// tf_cnn_benchmarks' preamble.
-void print_header(const BenchCommand& bench, const BenchSettings& settings, int ranks,
-                  const std::vector<RankPlace>& places) {
-  const engine::LibraryVersion v = engine::onednn_runtime_version();
-  const ThreadSettings& threads = settings.threads;
-  fmt::print("tfpin engine: oneDNN {} ({}), ISA {}\n", v.text(), v.runtime,
-             engine::onednn_effective_isa());
-  fmt::print("CPU:         {}\n", cpu_model_name());
-  fmt::print("Model:       {}\n", bench.workload.model);
-  fmt::print("Dataset:     imagenet (synthetic)\n");
-  fmt::print("Mode:        {}\n", bench.workload.forward_only
-                                      ? "forward-only (inference)"
-                                      : "training (SGD with momentum, cross-entropy)");
-  fmt::print("Batch size:  {} global\n             {} per device\n",
-             static_cast<std::uint64_t>(settings.batch) * static_cast<unsigned>(ranks),
-             settings.batch);
-  fmt::print("Num batches: {}\n", settings.steps);
-  fmt::print("Devices:     ['{}/cpu:0']\n", settings.over_mpi() ? "horovod" : "");
-  fmt::print("Data format: {}\n", engine::to_string(settings.layout));
-  fmt::print("Threads:     intra {} ({}), inter-op {} ({}), lanes {} ({})\n", threads.intra,
-             threads.intra_source, threads.inter, threads.inter_source,
-             lanes_text(threads.lane_cpus), threads.cpus_source);
-  if (settings.streams > 1) {
-    fmt::print(
-        "Streams:     {} (one request per lane at a time, each with its own network and "
-        "activations)\n",
-        settings.streams);
-  }
-  if (settings.over_mpi()) {
-    fmt::print("Variable update: {} ({} ranks{})\n", bench.variable_update, ranks,
-               settings.update == VariableUpdate::horovod
-                   ? fmt::format(", gradients allreduced in buckets of {} MiB",
-                                 settings.fusion_threshold_bytes >> 20)
-                   : ", no allreduce");
-    for (std::size_t r = 0; r < places.size(); ++r) {
-      fmt::print("  rank {}: {} cpus {} lanes {}\n", r, places[r].node, places[r].cpus_allowed,
-                 places[r].lanes);
-    }
-  }
-  fmt::print("==========\nGenerating model\n");
-  std::fflush(stdout);
-}
-
 // All the CPUs of the plan: where the communication thread may run. It sleeps while the network
 // works and wakes only to start and finish a bucket's reduction, so it shares the compute cores
 // rather than taking one of its own (which would idle most of the time).
@@ -392,10 +182,7 @@ std::vector<unsigned> plan_cpus(const ThreadSettings& threads) {
 
 engine::CompileOptions compile_options(const BenchCommand& bench, const BenchSettings& settings,
                                        Ranks& ranks) {
-  engine::CompileOptions options;
-  options.lanes = settings.threads.inter;
-  options.intra = settings.threads.intra;
-  options.lane_cpus = settings.threads.lane_cpus;
+  engine::CompileOptions options = engine_options(settings.threads);
   for (std::size_t i = 0; i < engine_switches.size(); ++i) {
     options.*engine_switches[i].option = !bench.switched_off[i];
   }
@@ -450,17 +237,6 @@ engine::Status bind_feed(engine::Runtime& runtime, bool training, unsigned batch
   const engine::ExternalOutput out[] = {{out_info.name, feed.probabilities.data()}};
   return runtime.setup(in, out);
 }
-
-struct Timing {
-  std::vector<double> step_seconds;      // stream 0's
-  std::vector<double> all_step_seconds;  // every stream's: the request latencies
-  std::vector<double> stream_images_per_sec;
-  std::vector<std::string> stream_cpus_allowed;
-  double seconds = 0;          // the whole timed loop
-  std::vector<double> losses;  // per timed step: the mean over the ranks
-  double reduce_seconds = 0;   // summed over the timed steps
-  double exposed_seconds = 0;
-};
 
 // Warm-up, then the timed steps with tf_cnn_benchmarks' running report (rank 0 prints). A failed
 // step ends the job.
@@ -614,178 +390,6 @@ Timing run_streams(std::vector<Stream>& streams, const ThreadSettings& threads,
   return timing;
 }
 
-// The median and 90th percentile of the request latencies, in ms.
-std::pair<double, double> latency_ms(std::vector<double> seconds) {
-  if (seconds.empty()) return {0, 0};
-  std::sort(seconds.begin(), seconds.end());
-  auto at = [&](double q) {
-    const auto i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(seconds.size()))) - 1;
-    return 1e3 * seconds[std::min(i, seconds.size() - 1)];
-  };
-  const std::size_t m = seconds.size() / 2;
-  const double median = seconds.size() % 2 == 1 ? seconds[m] : 0.5 * (seconds[m - 1] + seconds[m]);
-  return {1e3 * median, at(0.9)};
-}
-
-// What the timed steps gave.
-struct Outcome {
-  double images_per_sec = 0;  // over the whole timed loop, summed over the ranks
-  std::vector<double> rank_images_per_sec;
-  Stats stats;
-  double best_step_images_per_sec = 0;
-  double flops_per_image = 0;
-  float loss = 0;  // the last step's, mean over the ranks
-  bool finite = true;
-  // Data parallel, per timed step (rank 0's).
-  double reduce_seconds_per_step = 0;
-  double exposed_seconds_per_step = 0;
-  std::vector<double> weight_checksums;  // per rank, after the run
-};
-
-nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& settings,
-                           const std::vector<RankPlace>& places,
-                           const engine::CompileReport& report, const Timing& timing,
-                           const Outcome& outcome) {
-  const bool forward_only = bench.workload.forward_only;
-  nlohmann::json j;
-  j["model"] = bench.workload.model;
-  j["batch_size"] = settings.batch;
-  j["num_batches"] = settings.steps;
-  j["num_warmup_batches"] = settings.warmup;
-  j["data_format"] = engine::to_string(settings.layout);
-  j["forward_only"] = forward_only;
-  j["mode"] = forward_only ? "inference" : "training";
-  if (!forward_only) {
-    j["loss"] = outcome.loss;
-    j["losses"] = timing.losses;
-  }
-  j["images_per_sec"] = outcome.images_per_sec;
-  const auto [median_ms, p90_ms] = latency_ms(timing.all_step_seconds);
-  j["latency_ms"] = {{"median", median_ms}, {"p90", p90_ms}};  // per request (step)
-  j["num_streams"] = settings.streams;
-  if (settings.streams > 1) {
-    nlohmann::json per_stream = nlohmann::json::array();
-    for (std::size_t k = 0; k < timing.stream_images_per_sec.size(); ++k) {
-      per_stream.push_back({{"images_per_sec", timing.stream_images_per_sec[k]},
-                            {"cpus_allowed", timing.stream_cpus_allowed.at(k)}});
-    }
-    j["streams"] = per_stream;
-  }
-  // "best": the fastest step, a floor for what the machine gives when nothing else runs on it.
-  j["step_images_per_sec"] = {{"mean", outcome.stats.mean},
-                              {"uncertainty", outcome.stats.uncertainty},
-                              {"jitter", outcome.stats.jitter},
-                              {"best", outcome.best_step_images_per_sec}};
-  const ThreadSettings& threads = settings.threads;
-  j["intra"] = threads.intra;
-  j["interop"] = threads.inter;
-  j["intra_source"] = threads.intra_source;
-  j["interop_source"] = threads.inter_source;
-  j["lanes"] = threads.lane_cpus;
-  j["cpus_allowed"] = places.at(0).cpus_allowed;
-  for (std::size_t i = 0; i < engine_switches.size(); ++i) {
-    if (engine_switches[i].json_key != nullptr) {
-      j[engine_switches[i].json_key] = !bench.switched_off[i];
-    }
-  }
-  j["onednn"] = {{"version", engine::onednn_runtime_version().text()},
-                 {"built_with", engine::onednn_build_version().text()},
-                 {"runtime", engine::onednn_runtime_version().runtime},
-                 {"winograd_offered", engine::onednn_offers_winograd()},
-                 {"isa", engine::onednn_effective_isa()}};
-  j["cpu"] = cpu_model_name();
-  j["gflop_per_image"] = outcome.flops_per_image / 1e9;
-  j["gflops"] = outcome.flops_per_image * outcome.images_per_sec / 1e9;
-  j["memory"] = {{"activations_peak_bytes", report.arena_bytes},
-                 {"activations_unplanned_bytes", report.activation_bytes},
-                 {"weights_bytes", report.weight_bytes},
-                 {"scratchpad_bytes_per_lane", report.scratchpad_bytes}};
-  j["compile"] = {{"steps", report.steps},
-                  {"reorders", report.reorders},
-                  {"wide_steps", report.wide_steps},
-                  {"narrow_steps", report.narrow_steps},
-                  {"timed_choices", report.timed_choices},
-                  {"trial_runs", report.trial_runs},
-                  {"winograd_convolutions", report.winograd_convolutions},
-                  {"folded_batch_norms", report.folded_batch_norms},
-                  {"fused_relus", report.fused_relus},
-                  {"fused_adds", report.fused_adds},
-                  {"in_place_adds", report.in_place_adds},
-                  {"in_place_concats", report.in_place_concats},
-                  {"trained_tensors", report.parameters}};
-  nlohmann::json choices = nlohmann::json::array();
-  for (const engine::KernelChoice& c : report.kernel_choices) {
-    nlohmann::json candidates = nlohmann::json::object();
-    for (const auto& candidate : c.candidates) candidates[candidate.kernel] = candidate.best_us;
-    choices.push_back({{"step", c.step}, {"kept", c.kept}, {"best_us", candidates}});
-  }
-  j["compile"]["kernel_choices"] = choices;
-  j["outputs_finite"] = outcome.finite;
-  j["variable_update"] = bench.variable_update;
-  j["ranks"] = places.size();
-  j["global_batch_size"] = static_cast<std::uint64_t>(settings.batch) * places.size();
-  if (settings.over_mpi()) {
-    nlohmann::json per_rank = nlohmann::json::array();
-    for (std::size_t r = 0; r < places.size(); ++r) {
-      nlohmann::json x = {{"rank", r},
-                          {"node", places[r].node},
-                          {"cpus_allowed", places[r].cpus_allowed},
-                          {"lanes", places[r].lanes},
-                          {"images_per_sec", outcome.rank_images_per_sec.at(r)}};
-      if (!forward_only) x["weights_checksum"] = outcome.weight_checksums.at(r);
-      per_rank.push_back(x);
-    }
-    j["per_rank"] = per_rank;
-  }
-  if (settings.update == VariableUpdate::horovod && !forward_only) {
-    const double reduce = outcome.reduce_seconds_per_step;
-    j["allreduce"] = {
-        {"buckets", report.gradient_buckets},
-        {"bytes_per_step", report.gradient_bytes},
-        {"fusion_threshold_bytes", settings.fusion_threshold_bytes},
-        {"seconds_per_step", reduce},
-        {"exposed_seconds_per_step", outcome.exposed_seconds_per_step},
-        {"hidden_fraction",
-         reduce > 0 ? std::clamp(1.0 - outcome.exposed_seconds_per_step / reduce, 0.0, 1.0) : 1.0}};
-  }
-  return j;
-}
-
-void print_text_report(const BenchSettings& settings, bool forward_only,
-                       const engine::CompileReport& report, const Timing& timing,
-                       const Outcome& outcome) {
-  fmt::print("----------------------------------------------------------------\n");
-  fmt::print("total images/sec: {:.2f}\n", outcome.images_per_sec);
-  fmt::print("----------------------------------------------------------------\n");
-  if (settings.streams > 1) {
-    const auto [median_ms, p90_ms] = latency_ms(timing.all_step_seconds);
-    fmt::print(
-        "{} streams: images/sec per stream {:.2f}; latency per request: median {:.2f} ms, "
-        "p90 {:.2f} ms\n",
-        settings.streams, fmt::join(timing.stream_images_per_sec, ", "), median_ms, p90_ms);
-  }
-  fmt::print(
-      "GFLOP/image: {:.2f}{}, GFLOP/s: {:.1f}; memory: activations {} (peak after reuse, "
-      "{} without), weights {}; {} steps, {} reorders, {} wide and {} narrow steps\n",
-      outcome.flops_per_image / 1e9, forward_only ? "" : " (3x forward)",
-      outcome.flops_per_image * outcome.images_per_sec / 1e9, bytes_string(report.arena_bytes),
-      bytes_string(report.activation_bytes), bytes_string(report.weight_bytes), report.steps,
-      report.reorders, report.wide_steps, report.narrow_steps);
-  if (settings.over_mpi()) {
-    fmt::print("per rank images/sec: {:.2f}\n", fmt::join(outcome.rank_images_per_sec, ", "));
-  }
-  if (settings.update == VariableUpdate::horovod && !forward_only) {
-    const double reduce = outcome.reduce_seconds_per_step;
-    fmt::print(
-        "allreduce per step: {} in {} buckets, {:.1f} ms, of which {:.1f} ms not hidden behind "
-        "backward ({:.0f}% hidden)\n",
-        bytes_string(report.gradient_bytes), report.gradient_buckets, reduce * 1e3,
-        outcome.exposed_seconds_per_step * 1e3,
-        reduce > 0 ? 100.0 * std::clamp(1.0 - outcome.exposed_seconds_per_step / reduce, 0.0, 1.0)
-                   : 100.0);
-  }
-}
-
 // FNV-1a over the trained tensors' bytes (identity of the initial weights), and their sum of
 // magnitudes (replicas that trained in step agree on it to rounding). Batch norm's running
 // statistics are left out: each rank keeps its own, from its own batches.
@@ -928,7 +532,7 @@ int BenchCommand::operator()() const {
         fmt::format("num_batches={}", settings.steps),
         fmt::format("num_warmup_batches={}", settings.warmup),
         fmt::format("num_intra_threads={}", settings.threads.intra),
-        fmt::format("num_inter_threads={}", settings.threads.inter),
+        fmt::format("num_inter_threads={}", settings.threads.lanes),
         fmt::format("num_streams={}", settings.streams),
         fmt::format("variable_update={}", variable_update),
         fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20)};

@@ -4,24 +4,13 @@
 
 #include <CLI/CLI.hpp>
 #include <array>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "tfpin/engine/graph.hpp"
-#include "tfpin/engine/models.hpp"
 #include "tfpin/engine/runtime.hpp"
+#include "workload.hpp"
 
 namespace tfpin::cli {
-
-// What `tfpin bench` and `tfpin tune` both take, with the same names, defaults and help.
-struct WorkloadOptions {
-  std::string model = "resnet50";
-  std::string data_format = "NHWC";
-  bool forward_only = false;
-};
-void add_workload_options(CLI::App& sub, WorkloadOptions& workload);
 
 // The engine switches of `tfpin bench`: each flag turns one CompileOptions member off. A new switch
 // is one row here (and the engine's field); the flag, its help, the compile options, the JSON
@@ -79,23 +68,6 @@ struct BenchCommand {
   bool verbose = false;
   int operator()() const;
 };
-
-// Checks `tfpin bench` and `tfpin tune` share, so both refuse a value with the same words. Each
-// throws tfpin::Error(invalid_request) naming the option, the value and what is valid.
-// --model: a network of the zoo, or an ONNX file (a name ending in .onnx).
-struct ModelChoice {
-  std::optional<engine::Model> zoo;
-  std::string onnx;  // the file, when not the zoo
-};
-ModelChoice model_option(const std::string& text);
-// The graph bench runs: the zoo network, or the ONNX model imported for `batch` (a classifier's
-// softmax appended for training). The ONNX input is the model's own (NCHW), whatever `layout`.
-// Throws tfpin::Error(invalid_request) for a model the engine cannot run at this batch.
-engine::Graph workload_graph(const ModelChoice& model, unsigned batch, engine::Layout layout,
-                             bool training);
-engine::Layout data_format_option(const std::string& text);
-// "0-3 | 4-7": each lane's CPUs, as bench and tune print them.
-std::string lanes_text(const std::vector<std::vector<unsigned>>& lanes);
 
 // Registers the `bench` subcommand; dispatch with `if (*app) return bench();`.
 CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench);

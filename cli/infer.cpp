@@ -15,6 +15,7 @@
 #include "tfpin/engine/onnx.hpp"
 #include "tfpin/engine/runtime.hpp"
 #include "tfpin/options.hpp"
+#include "workload.hpp"
 
 namespace tfpin::cli {
 
@@ -132,10 +133,7 @@ int InferCommand::operator()() const {
   const std::map<std::string, std::string> files = output_files(output_bindings, imported);
   const auto imported_at = Clock::now();
 
-  engine::CompileOptions compile;
-  compile.lanes = threads_used.inter;
-  compile.intra = threads_used.intra;
-  compile.lane_cpus = threads_used.lane_cpus;
+  const engine::CompileOptions compile = engine_options(threads_used);
   std::unique_ptr<engine::Runtime> runtime;
   status = engine::Runtime::create(imported.graph, compile, &runtime);
   if (!status.ok()) {
@@ -193,7 +191,7 @@ int InferCommand::operator()() const {
         {"nodes", imported.nodes},
         {"inputs", in},
         {"outputs", written},
-        {"inter", threads_used.inter},
+        {"inter", threads_used.lanes},
         {"intra", threads_used.intra},
         {"lanes", threads_used.lane_cpus},
         {"import_seconds", seconds(imported_at - start)},
@@ -211,7 +209,7 @@ int InferCommand::operator()() const {
     }
     fmt::print(stderr, "tfpin infer: {} ONNX nodes (opset {}) in {} engine steps; {} lane(s) x {} "
                        "thread(s); import {:.3f} s, compile {:.3f} s, run {:.3f} s\n",
-               imported.nodes, imported.opset, runtime->report().steps, threads_used.inter,
+               imported.nodes, imported.opset, runtime->report().steps, threads_used.lanes,
                threads_used.intra, seconds(imported_at - start), seconds(compiled_at - imported_at),
                seconds(ran_at - compiled_at));
   }

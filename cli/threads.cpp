@@ -48,11 +48,11 @@ ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& ge
 
   if (auto chosen =
           first_given(request.inter, request.inter_flag, get, {"TF_NUM_INTEROP_THREADS"})) {
-    std::tie(s.inter, s.inter_source) = *chosen;
+    std::tie(s.lanes, s.lanes_source) = *chosen;
   } else if (handed_over) {
-    std::tie(s.inter, s.inter_source) = std::pair{handed_over->interop, "TFPIN_INTEROP"};
+    std::tie(s.lanes, s.lanes_source) = std::pair{handed_over->interop, "TFPIN_INTEROP"};
   } else {
-    std::tie(s.inter, s.inter_source) = std::pair{1u, "default"};
+    std::tie(s.lanes, s.lanes_source) = std::pair{1u, "default"};
   }
 
   PlacementRequest all;
@@ -67,25 +67,25 @@ ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& ge
                       request.intra_ignores_environment ? std::initializer_list<const char*>{}
                                                         : intra_variables)) {
     std::tie(s.intra, s.intra_source) = *chosen;
-  } else if (handed_over && handed_over->interop == s.inter && !request.intra_ignores_environment) {
+  } else if (handed_over && handed_over->interop == s.lanes && !request.intra_ignores_environment) {
     std::tie(s.intra, s.intra_source) = std::pair{handed_over->intra, "TFPIN_INTRA"};
   } else {
-    std::tie(s.intra, s.intra_source) = std::pair{std::max(1u, slots / s.inter), "default"};
+    std::tie(s.intra, s.intra_source) = std::pair{std::max(1u, slots / s.lanes), "default"};
   }
 
-  const unsigned total = s.inter * s.intra;
-  if (s.inter > slots && s.intra_source == "default") {
+  const unsigned total = s.lanes * s.intra;
+  if (s.lanes > slots && s.intra_source == "default") {
     // Only the lanes were asked for: say so, not the intra default derived from them.
     throw Error(
         ErrorKind::invalid_request,
         fmt::format("{}={}: {} lanes of one thread each are more than the {} cores "
                     "allowed (cpus {}) (valid: 1 to {})",
-                    s.inter_source, s.inter, s.inter, slots, format_cpulist(allowed), slots));
+                    s.lanes_source, s.lanes, s.lanes, slots, format_cpulist(allowed), slots));
   }
-  if (s.inter > slots || total > slots) {
-    const std::string inter_text = s.inter_source == "default"
-                                       ? fmt::format("{} inter-op lane", s.inter)
-                                       : fmt::format("{}={}", s.inter_source, s.inter);
+  if (s.lanes > slots || total > slots) {
+    const std::string inter_text = s.lanes_source == "default"
+                                       ? fmt::format("{} inter-op lane", s.lanes)
+                                       : fmt::format("{}={}", s.lanes_source, s.lanes);
     throw Error(
         ErrorKind::invalid_request,
         fmt::format("{}={} x {} needs {} threads, more than the {} cores allowed (cpus {}): "
@@ -93,16 +93,16 @@ ThreadSettings resolve_threads(const ThreadRequest& request, const EnvGetter& ge
                     s.intra_source, s.intra, inter_text, total, slots, format_cpulist(allowed),
                     slots));
   }
-  if (handed_over && handed_over->interop == s.inter && handed_over->intra == s.intra) {
+  if (handed_over && handed_over->interop == s.lanes && handed_over->intra == s.intra) {
     for (const Lane& lane : handed_over->lanes) s.lane_cpus.push_back(lane.cpus);
     s.cpus_source = "TFPIN_CPUS";
   } else {
     PlacementRequest r;
     r.threads = total;
-    r.interop = s.inter;
+    r.interop = s.lanes;
     r.allowed = allowed;
-    r.names.threads = s.intra_source + " x " + s.inter_source;
-    r.names.interop = s.inter_source;
+    r.names.threads = s.intra_source + " x " + s.lanes_source;
+    r.names.interop = s.lanes_source;
     const Plan plan = compute_plan(topology, r);
     for (const Lane& lane : plan.lanes) s.lane_cpus.push_back(lane.cpus);
     s.cpus_source = "computed";

@@ -24,11 +24,11 @@ struct ThreadRequest {
 };
 
 struct ThreadSettings {
-  unsigned inter = 1;
-  unsigned intra = 1;
+  unsigned lanes = 1;  // inter-op lanes (--num_inter_threads, TF_NUM_INTEROP_THREADS, ...)
+  unsigned intra = 1;  // threads per lane
   std::vector<std::vector<unsigned>> lane_cpus;  // one entry per lane
   std::string intra_source;  // "--num_intra_threads", "TF_NUM_INTRAOP_THREADS", "plan", ...
-  std::string inter_source;
+  std::string lanes_source;
   std::string cpus_source;  // "TFPIN_CPUS" or "computed"
 };
 

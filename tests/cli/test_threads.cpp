@@ -25,7 +25,7 @@ unsigned cores() { return static_cast<unsigned>(current_affinity().size()); }
 
 TEST(Threads, DefaultIsOneLaneOverEveryCore) {
   ThreadSettings s = resolve_threads({}, env({}));
-  EXPECT_EQ(s.inter, 1u);
+  EXPECT_EQ(s.lanes, 1u);
   EXPECT_EQ(s.intra, cores());
   ASSERT_EQ(s.lane_cpus.size(), 1u);
   EXPECT_EQ(s.lane_cpus[0].size(), cores());
@@ -40,7 +40,7 @@ TEST(Threads, FlagsWinOverEnvironment) {
                                              {"OMP_NUM_THREADS", "2"},
                                              {"TF_NUM_INTEROP_THREADS", "2"}}));
   EXPECT_EQ(s.intra, 1u);
-  EXPECT_EQ(s.inter, 1u);
+  EXPECT_EQ(s.lanes, 1u);
   EXPECT_EQ(s.intra_source, "--num_intra_threads");
 }
 
@@ -62,7 +62,7 @@ TEST(Threads, PlanFromTfpinIsUsed) {
   const std::string list = std::to_string(cpus[1]) + "," + std::to_string(cpus[0]);
   ThreadSettings s = resolve_threads(
       {}, env({{"TFPIN_CPUS", list}, {"TFPIN_INTEROP", "2"}, {"TFPIN_INTRA", "1"}}));
-  EXPECT_EQ(s.inter, 2u);
+  EXPECT_EQ(s.lanes, 2u);
   EXPECT_EQ(s.intra, 1u);
   EXPECT_EQ(s.cpus_source, "TFPIN_CPUS");
   ASSERT_EQ(s.lane_cpus.size(), 2u);
@@ -72,7 +72,7 @@ TEST(Threads, PlanFromTfpinIsUsed) {
   ThreadRequest r;
   r.inter = 1;
   s = resolve_threads(r, env({{"TFPIN_CPUS", list}, {"TFPIN_INTEROP", "2"}, {"TFPIN_INTRA", "1"}}));
-  EXPECT_EQ(s.inter, 1u);
+  EXPECT_EQ(s.lanes, 1u);
   EXPECT_EQ(s.intra, 2u);
   EXPECT_EQ(s.cpus_source, "computed");
 }
