@@ -215,10 +215,6 @@ void binary(Importer& im, BinaryKind kind) {
   const bool same_shape = other.dims == out;
   // Equal shapes are elementwise at any rank; broadcasting needs the engine's real N,C,H,W or N,C.
   const TensorId a_tensor = im.data(big, /*elementwise=*/same_shape);
-  if (kind == BinaryKind::add && same_shape && is_data(other) && !other.constant) {
-    im.define(0, im.graph().add(a_tensor, im.data(small, true), out_name(im)));
-    return;
-  }
   if (!same_shape && out.size() != 4 && out.size() != 2) {
     im.unsupported(fmt::format("broadcasts {} to {}; broadcasting is supported onto N,C,H,W and "
                                "N,C tensors only",

@@ -80,6 +80,22 @@ Status check_dims(const std::string& what, const Dims& dims, bool scalar = false
   return {};
 }
 
+// One element-wise sum for every caller: a binary add of two activations of one shape (no
+// broadcast, no constant) is a residual sum, which the fusion passes fold into the convolution
+// before it. Graph::add states that intent; an importer's Add need not choose.
+void canonicalize_sum(Ir& ir, int node) {
+  Node& n = ir.nodes[static_cast<std::size_t>(node)];
+  if (n.kind != OpKind::binary || std::get<Binary>(n.attrs).kind != BinaryKind::add) return;
+  const Value& a = ir.values[static_cast<std::size_t>(n.inputs[0])];
+  const Value& b = ir.values[static_cast<std::size_t>(n.inputs[1])];
+  const bool image_or_matrix = a.dims.size() == 4 || a.dims.size() == 2;
+  if (a.dims == b.dims && image_or_matrix && a.kind != ValueKind::constant &&
+      b.kind != ValueKind::constant) {
+    n.kind = OpKind::add;
+    n.attrs = std::monostate{};
+  }
+}
+
 Status infer(Ir& ir, int node, Dims& out) {
   const OpDef* op = find_op(ir.nodes[static_cast<std::size_t>(node)].kind);
   if (op == nullptr) return graph_error(ir, node, "no definition of this operator is registered");
@@ -196,6 +212,7 @@ Status build_ir(const Graph& graph, Ir& ir) {
     s = check_dims(fmt::format("the output of {}", ir.describe_node(self)), out);
     if (!s.ok()) return s;
     ir.values[static_cast<std::size_t>(d.output)].dims = std::move(out);
+    canonicalize_sum(ir, self);
   }
 
   if (graph.outputs().empty()) return {StatusCode::invalid_graph, "the graph has no outputs"};

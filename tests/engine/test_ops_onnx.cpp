@@ -134,6 +134,27 @@ TEST_P(OnnxOpTest, ActivationAfterAResidualSumIsItsLastPostOp) {
   }
 }
 
+// An importer's Add of two same-shaped activations is the residual sum Graph::add makes: fused into
+// the convolution (in place), while a broadcast or constant operand stays a binary step.
+TEST_P(OnnxOpTest, AddOfTwoActivationsIsTheResidualSum) {
+  TensorId x = input("x", {1, 16, 6, 6}, 3.0f);
+  Conv2D same;
+  same.padding = {1, 1, 1, 1};
+  TensorId r = g.relu(conv(x, 16, 32, 1, {}, "stem"));
+  TensorId y = conv(g.relu(conv(r, 32, 16, 1, {}, "c1")), 16, 32, 3, same, "c2");
+  TensorId sum = g.binary(BinaryKind::add, y, r, "sum");
+  g.output(g.binary(BinaryKind::add, sum, constant("shift", {1, 32, 1, 1}, 0.5f), "shift"), "y");
+  check();
+  if (fusion()) {
+    EXPECT_EQ(last.fused_adds, 1);
+    EXPECT_EQ(last.in_place_adds, 1);
+    EXPECT_THAT(steps, HasSubstr("convolution+sum"));
+  } else {
+    EXPECT_EQ(last.fused_adds, 0);
+  }
+  EXPECT_THAT(steps, HasSubstr("binary_add"));
+}
+
 TEST_P(OnnxOpTest, ActivationIsNotFusedWhenTheConvolutionOutputIsReadElsewhere) {
   TensorId x = input("x", {1, 16, 5, 5}, 3.0f);
   TensorId c = conv(x, 16, 16, 1, {}, "c");

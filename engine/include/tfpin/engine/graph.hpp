@@ -152,10 +152,12 @@ class Graph {
   // Along channels (axis 1), the only axis the model zoo needs.
   TensorId concat(std::vector<TensorId> xs, std::string name = {});
   // Same shapes, neither a constant (residual connections: fused into the convolution before it).
+  // Refuses a broadcast, where binary(add) would take it.
   TensorId add(TensorId a, TensorId b, std::string name = {});
   // a (op) b with b broadcast to a's shape, NumPy's rule: b has a's rank or less, aligned to the
   // right, each of its dimensions 1 or a's (per-channel C,1,1 or N,C,1,1 scales, scalars). b may
-  // be a constant; a may not. The result has a's shape.
+  // be a constant; a may not. The result has a's shape. An add of two activations of one shape
+  // compiles as add() does (one sum, fused the same way).
   TensorId binary(BinaryKind kind, TensorId a, TensorId b, std::string name = {});
   // Elementwise activation of a 4-D or 2-D tensor.
   TensorId eltwise(TensorId x, const Eltwise& attrs, std::string name = {});
