@@ -21,7 +21,7 @@ struct EngineSwitch {
   const char* help;
   const char* json_key;  // `--json` reports the member under this key; null: not reported
 };
-inline constexpr std::array<EngineSwitch, 6> engine_switches = {{
+inline constexpr std::array<EngineSwitch, 7> engine_switches = {{
     {"--no_fusion", &engine::CompileOptions::fusion,
      "compile without batch-norm folding and post-op fusion (for comparison)", "fusion"},
     {"--no_winograd", &engine::CompileOptions::winograd,
@@ -37,6 +37,10 @@ inline constexpr std::array<EngineSwitch, 6> engine_switches = {{
      "batch-1 concats copy their inputs (default: the inputs are written straight into their "
      "slices of the output)",
      "in_place_concat"},
+    {"--no_channels_last", &engine::CompileOptions::channels_last,
+     "no channels-last (nhwc) brgemm alternative for strided and other non-Winograd convolutions "
+     "(default: timed where oneDNN has one, kept where faster with its reorders)",
+     "channels_last"},
     {"--any_layouts", &engine::CompileOptions::blocked_layouts,
      "let oneDNN choose convolution layouts (default: blocked, nChw16c on AVX-512, nChw8c on "
      "AVX2)",

@@ -1,6 +1,7 @@
 // Convolution (stride, padding, groups, dilation) with optional bias; post-ops ReLU, other
 // activations and sum (residual add).
 #include "../schedule.hpp"
+#include "channels_last.hpp"
 #include "common.hpp"
 #include "winograd.hpp"
 
@@ -247,7 +248,12 @@ static void lower_convolution(Lowering& l, int node) {
   // offers no Winograd (AVX2, oneDNN 3), and beside oneDNN's otherwise.
   const bool own_winograd =
       add_winograd_alternative(l, node, step, pd.src_desc(), pd.weights_desc(), pd.dst_desc());
-  if (!timed.empty() || own_winograd) ++l.report.timed_choices;
+  // oneDNN's brgemm kernel in nhwc, on layers no Winograd candidate covers (strided, 7x7, 1x7).
+  const bool winograd_layer = !timed.empty() || own_winograd ||
+                              std::string(pd.impl_info_str()).find("wino") != std::string::npos;
+  const bool channels_last =
+      !winograd_layer && add_channels_last_alternative(l, node, step, pd, window, attr, w_user);
+  if (!timed.empty() || own_winograd || channels_last) ++l.report.timed_choices;
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1] * od[2] * od[3]) *

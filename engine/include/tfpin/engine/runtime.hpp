@@ -103,6 +103,10 @@ struct CompileOptions {
   // Inference at batch 1: a concat's inputs are written straight into their slices of its output
   // (channel-outermost layouts, whole blocks of channels) and the concat step disappears.
   bool in_place_concat = true;
+  // Inference: a convolution that no Winograd kernel covers (strided, 7x7, 1x7) also times
+  // oneDNN's brgemm kernel on channels-last copies of its input and output, where oneDNN has one
+  // (2.6: AVX-512) and the layer has enough FLOPs per copied byte.
+  bool channels_last = true;
   bool trace = false;  // record one event per step and run (see Runtime::trace)
   // Planned activations + weights + scratchpads above this fail with out_of_memory.
   // Unset: the machine's physical memory.
