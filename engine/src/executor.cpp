@@ -234,10 +234,10 @@ void Executor::execute(Lane& lane, int index, std::uint64_t run) {
         choice != 0 && step.alternatives[choice - 1].kernel ? &step.alternatives[choice - 1].kernel
                                                             : nullptr;
     if (alternative_kernel != nullptr) {
-      (*alternative_kernel)(
-          KernelCall{graph_.alternative_kernel_data[i][choice - 1], run, lane.scratch.get()});
+      (*alternative_kernel)(KernelCall{graph_.alternative_kernel_data[i][choice - 1], run,
+                                       lane.scratch.get(), &lane.stream});
     } else if (step.kernel) {
-      step.kernel(KernelCall{graph_.kernel_data[i], run, lane.scratch.get()});
+      step.kernel(KernelCall{graph_.kernel_data[i], run, lane.scratch.get(), &lane.stream});
     } else {
       // The C API with the arguments built at start-up: primitive::execute would rebuild them from
       // a map on every call.

@@ -86,7 +86,8 @@ struct Arg {
 struct KernelCall {
   std::span<void* const> data;
   std::uint64_t run = 0;
-  std::byte* scratch = nullptr;  // the lane's scratchpad: Step::scratchpad_bytes of it
+  std::byte* scratch = nullptr;    // the lane's scratchpad: Step::scratchpad_bytes of it
+  dnnl::stream* stream = nullptr;  // the lane's, for kernels that run oneDNN primitives
 };
 using Kernel = std::function<void(const KernelCall&)>;
 

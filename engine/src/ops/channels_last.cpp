@@ -7,6 +7,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "../schedule.hpp"
 #include "common.hpp"
 
 namespace tfpin::engine::detail {
@@ -37,10 +38,9 @@ struct ChannelsLastConvolution {
   std::uint64_t to_scratch_offset = 0;
   std::uint64_t convolution_scratch_offset = 0;
   std::uint64_t from_scratch_offset = 0;
-  std::uint64_t scratch_bytes = 0;
 
   void run(const KernelCall& call) const {
-    dnnl::stream stream(engine);
+    dnnl::stream& stream = *call.stream;
     std::byte* scratch = call.scratch;
     auto memory = [&](const md_t& md, void* data) { return dnnl::memory(md, engine, data); };
     dnnl::memory x = memory(src_nhwc, scratch);
@@ -88,11 +88,8 @@ bool add_channels_last_alternative(Lowering& l, int node, Step& step,
   // The reorders pass over x and y twice each: on a layer with few FLOPs per byte of them (a stem
   // that widens 3 channels to 64 at full resolution: 61 per byte at batch 32) they cost more than
   // the faster kernel saves, and their copies would be the largest scratchpad of the network.
-  const Dims& od = value_of(l.ir, n.output).dims;
-  const double flops = 2.0 * static_cast<double>(od[0] * od[1] * od[2] * od[3]) *
-                       static_cast<double>(wd[1] * wd[2] * wd[3]);
   const auto copy_bytes = static_cast<double>(src_nhwc.get_size() + dst_nhwc.get_size());
-  if (flops < min_flops_per_copied_byte * copy_bytes) return false;
+  if (node_cost(l.ir, node).flops < min_flops_per_copied_byte * copy_bytes) return false;
 
   const bool has_bias = n.inputs.size() > 2;
   const md_t b_md = has_bias ? pd.bias_desc() : md_t();
@@ -136,14 +133,13 @@ bool add_channels_last_alternative(Lowering& l, int node, Step& step,
       state->to_scratch_offset + aligned(to.scratchpad_desc().get_size());
   state->from_scratch_offset =
       state->convolution_scratch_offset + aligned(brgemm.scratchpad_desc().get_size());
-  state->scratch_bytes = state->from_scratch_offset + aligned(from.scratchpad_desc().get_size());
 
   Alternative alt;
   alt.args = step.args;
   alt.args[1] =
       Arg::in(DNNL_ARG_WEIGHTS, l.parameter_as(n.inputs[1], w_user, brgemm.weights_desc()),
               brgemm.weights_desc());
-  alt.scratchpad_bytes = state->scratch_bytes;
+  alt.scratchpad_bytes = state->from_scratch_offset + aligned(from.scratchpad_desc().get_size());
   alt.impl = std::string(channels_last_prefix) + impl;
   alt.kernel = [state](const KernelCall& call) { state->run(call); };
   step.alternatives.push_back(std::move(alt));
