@@ -35,6 +35,9 @@ constexpr double winograd_error_bound = 1e-5;
 // F(6x6, 3x3) and F(4x4, 5x5) (8x8 tiles) round more (their transforms scale by up to 21/4 and
 // 32; worst seen 3.7e-6 and 2.1e-6).
 constexpr double winograd_8x8_error_bound = 3e-5;
+// One-dimensional F(4, 7) (1x7 and 7x1 layers): 10 points, up to 3/2 and 1/2, in one dimension
+// (worst seen per window of one channel 3e-5, far less over many channels).
+constexpr double winograd_1d_ten_point_error_bound = 3e-5;
 
 bool is_tfpin_winograd(const std::string& kernel) { return kernel.rfind("tfpin_wino", 0) == 0; }
 
@@ -44,12 +47,16 @@ struct Layer {
   bool bias;
   bool residual;  // + a residual input of the output's shape, fused as a sum post-op
   bool relu;
-  std::int64_t r = 3;  // kernel size: 3 or 5
+  std::int64_t r = 3;   // kernel height: 3 or 5, or 1, 3 or 7 with a different width
+  std::int64_t rw = 0;  // its width, when not r (1x7, 7x1, 1x3, 3x1)
+  [[nodiscard]] std::int64_t kh() const { return r; }
+  [[nodiscard]] std::int64_t kw() const { return rw != 0 ? rw : r; }
 };
 
 std::string describe(const Layer& l) {
   return fmt::format("{}x{}x{}x{} -> {} {}x{} pad [{}] bias={} residual={} relu={}", l.n, l.c, l.h,
-                     l.w, l.k, l.r, l.r, fmt::join(l.padding, ","), l.bias, l.residual, l.relu);
+                     l.w, l.k, l.kh(), l.kw(), fmt::join(l.padding, ","), l.bias, l.residual,
+                     l.relu);
 }
 
 // The naive convolution in double, with bias, residual and ReLU, and per output the sum of
@@ -72,15 +79,16 @@ Expected naive(const Layer& l, std::int64_t oh, std::int64_t ow, const std::vect
           double sum = l.bias ? b[static_cast<std::size_t>(k)] : 0.0;
           double mag = l.bias ? std::abs(b[static_cast<std::size_t>(k)]) : 0.0;
           for (std::int64_t c = 0; c < l.c; ++c) {
-            for (std::int64_t i = 0; i < l.r; ++i) {
+            for (std::int64_t i = 0; i < l.kh(); ++i) {
               const std::int64_t iy = y + i - l.padding[0];
               if (iy < 0 || iy >= l.h) continue;
-              for (std::int64_t j = 0; j < l.r; ++j) {
+              for (std::int64_t j = 0; j < l.kw(); ++j) {
                 const std::int64_t ix = xo + j - l.padding[1];
                 if (ix < 0 || ix >= l.w) continue;
                 const double xv =
                     x[static_cast<std::size_t>(((n * l.c + c) * l.h + iy) * l.w + ix)];
-                const double wv = w[static_cast<std::size_t>(((k * l.c + c) * l.r + i) * l.r + j)];
+                const double wv =
+                    w[static_cast<std::size_t>(((k * l.c + c) * l.kh() + i) * l.kw() + j)];
                 sum += xv * wv;
                 mag += std::abs(xv * wv);
               }
@@ -158,15 +166,16 @@ class WinogradLayerTest : public ::testing::TestWithParam<Layer> {};
 
 TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
   const Layer l = GetParam();
-  const std::int64_t oh = l.h + l.padding[0] + l.padding[2] - (l.r - 1);
-  const std::int64_t ow = l.w + l.padding[1] + l.padding[3] - (l.r - 1);
+  const std::int64_t oh = l.h + l.padding[0] + l.padding[2] - (l.kh() - 1);
+  const std::int64_t ow = l.w + l.padding[1] + l.padding[3] - (l.kw() - 1);
   const auto x = random_vector(static_cast<std::size_t>(l.n * l.c * l.h * l.w), 1);
-  const auto w = random_vector(static_cast<std::size_t>(l.k * l.c * l.r * l.r), 2, -0.5f, 0.5f);
+  const auto w =
+      random_vector(static_cast<std::size_t>(l.k * l.c * l.kh() * l.kw()), 2, -0.5f, 0.5f);
   const auto b = random_vector(static_cast<std::size_t>(l.k), 3);
   const auto r = random_vector(static_cast<std::size_t>(l.n * l.k * oh * ow), 4);
   Graph g;
   const TensorId input = g.input("x", {l.n, l.c, l.h, l.w});
-  const TensorId weights = g.constant("w", {l.k, l.c, l.r, l.r}, w);
+  const TensorId weights = g.constant("w", {l.k, l.c, l.kh(), l.kw()}, w);
   const TensorId bias = l.bias ? g.constant("b", {l.k}, b) : no_tensor;
   Conv2D attrs;
   attrs.padding = l.padding;
@@ -185,18 +194,30 @@ TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
     const Trials t = run_trials(g, inputs, intra, 3 * 5 + 2);
     ASSERT_EQ(t.choices.size(), 1U) << "the convolution is a timed choice";
     const auto& candidates = t.choices[0].candidates;
-    // F(4x4, 3x3) and F(6x6, 3x3); F(4x4, 5x5).
+    // F(4x4, 3x3) and F(6x6, 3x3); F(4x4, 5x5); F(4, r) along the row or column.
+    const bool one_dimensional = l.kh() != l.kw();
     ASSERT_EQ(std::count_if(candidates.begin(), candidates.end(),
                             [](const auto& c) { return is_tfpin_winograd(c.kernel); }),
-              l.r == 3 ? 2 : 1)
+              l.r == 3 && !one_dimensional ? 2 : 1)
         << "tfpin's Winograd kernels are not among the candidates";
+    if (one_dimensional) {
+      const std::string expected = l.kh() == 1 ? fmt::format("tfpin_wino_1x4_1x{}", l.kw())
+                                               : fmt::format("tfpin_wino_4x1_{}x1", l.kh());
+      EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(), [&](const auto& c) {
+        return c.kernel.rfind(expected, 0) == 0;
+      })) << expected;
+    }
     ASSERT_LE(3 * candidates.size(), t.outputs.size());
     for (std::size_t k = 0; k < candidates.size(); ++k) {
-      // F(6x6, 3x3) and F(4x4, 5x5) share their 8x8 transforms.
+      // F(6x6, 3x3) and F(4x4, 5x5) share their 8x8 transforms; F(4, 7) has 10 points.
       const bool eight = candidates[k].kernel.find("6x3") != std::string::npos ||
                          candidates[k].kernel.find("4x5") != std::string::npos;
-      EXPECT_TRUE(
-          within_bound(t.outputs[k], want, eight ? winograd_8x8_error_bound : winograd_error_bound))
+      const bool ten = candidates[k].kernel.find("_1x7") != std::string::npos ||
+                       candidates[k].kernel.find("_7x1") != std::string::npos;
+      EXPECT_TRUE(within_bound(t.outputs[k], want,
+                               ten     ? winograd_1d_ten_point_error_bound
+                               : eight ? winograd_8x8_error_bound
+                                       : winograd_error_bound))
           << candidates[k].kernel;
     }
     // The kept kernel's output is a candidate's, bit for bit.
@@ -219,20 +240,29 @@ INSTANTIATE_TEST_SUITE_P(
                       // 5x5: AlexNet's conv2 (pad 2), Inception v3's branches.
                       Layer{2, 16, 15, 15, 32, {2, 2, 2, 2}, true, false, true, 5},
                       Layer{1, 48, 9, 11, 64, {1, 2, 0, 3}, false, true, false, 5},
-                      Layer{3, 32, 5, 5, 16, {2, 2, 2, 2}, true, true, true, 5}),
+                      Layer{3, 32, 5, 5, 16, {2, 2, 2, 2}, true, true, true, 5},
+                      // 1x7 and 7x1 (Inception v3's 17x17 blocks), 1x3 and 3x1 (its 8x8 ones),
+                      // with widths that leave partial tiles of 1-3 outputs, and odd padding.
+                      Layer{2, 32, 17, 17, 48, {0, 3, 0, 3}, true, false, true, 1, 7},
+                      Layer{1, 16, 17, 17, 80, {3, 0, 3, 0}, true, true, true, 7, 1},
+                      Layer{2, 16, 6, 9, 16, {0, 2, 0, 4}, false, true, false, 1, 7},
+                      Layer{1, 32, 10, 5, 32, {1, 0, 5, 0}, true, false, false, 7, 1},
+                      Layer{2, 48, 8, 8, 32, {0, 1, 0, 1}, true, false, true, 1, 3},
+                      Layer{1, 16, 7, 8, 16, {1, 0, 1, 0}, false, true, true, 3, 1}),
     [](const ::testing::TestParamInfo<Layer>& p) { return fmt::format("shape{}", p.index); });
 
 TEST(Winograd, OfferedOnlyWhereItApplies) {
-  auto layer = [](std::int64_t c, std::int64_t kernel, std::int64_t stride, std::int64_t groups) {
+  auto layer = [](std::int64_t c, std::int64_t kernel, std::int64_t stride, std::int64_t groups,
+                  std::int64_t kernel_width = 0) {
+    const std::int64_t kw = kernel_width != 0 ? kernel_width : kernel;
     Graph g;
     const TensorId x = g.input("x", {1, c, 12, 12});
     Conv2D attrs;
     attrs.stride = {stride, stride};
-    attrs.padding = {1, 1, 1, 1};
+    attrs.padding = {kernel / 2, kw / 2, kernel / 2, kw / 2};
     attrs.groups = groups;
-    const auto weights =
-        random_vector(static_cast<std::size_t>(32 * c / groups * kernel * kernel), 5);
-    g.output(g.convolution(x, g.constant("w", {32, c / groups, kernel, kernel}, weights), no_tensor,
+    const auto weights = random_vector(static_cast<std::size_t>(32 * c / groups * kernel * kw), 5);
+    g.output(g.convolution(x, g.constant("w", {32, c / groups, kernel, kw}, weights), no_tensor,
                            attrs, "conv"),
              "y");
     return g;
@@ -256,6 +286,13 @@ TEST(Winograd, OfferedOnlyWhereItApplies) {
   EXPECT_FALSE(offered(layer(16, 5, 2, 1), true)) << "5x5 stride 2";
   EXPECT_FALSE(offered(layer(16, 3, 1, 2), true)) << "groups";
   EXPECT_FALSE(offered(layer(12, 3, 1, 1), true)) << "channels in no whole vector";
+  EXPECT_TRUE(offered(layer(16, 1, 1, 1, 7), true)) << "1x7";
+  EXPECT_TRUE(offered(layer(16, 7, 1, 1, 1), true)) << "7x1";
+  EXPECT_TRUE(offered(layer(16, 3, 1, 1, 1), true)) << "3x1";
+  EXPECT_FALSE(offered(layer(16, 1, 1, 1, 7), false)) << "1x7, the option off";
+  EXPECT_FALSE(offered(layer(16, 1, 1, 1, 5), true)) << "1x5";
+  EXPECT_FALSE(offered(layer(16, 7, 2, 1, 1), true)) << "7x1 stride 2";
+  EXPECT_FALSE(offered(layer(16, 3, 1, 1, 7), true)) << "3x7";
 }
 
 TEST(Winograd, CandidatesGiveWayToAMemoryLimit) {
@@ -307,9 +344,22 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
   // AlexNet's conv2, Inception v3's 5x5 branches; none in ResNet-50 and VGG16, nor in
   // torchvision's GoogLeNet (its "5x5" branches are 3x3).
   const bool has_five = model == Model::alexnet || model == Model::inception3;
-  for (const char* tile : {"tfpin_wino_4x3", "tfpin_wino_6x3", "tfpin_wino_4x5"}) {
-    const bool five = std::string(tile) == "tfpin_wino_4x5";
-    if (five && !has_five) continue;
+  const bool inception = model == Model::inception3;
+  struct Forced {
+    const char* tile;
+    bool applies;
+    int min_layers;
+  };
+  // ResNet-50's 13 3x3 stride-1 layers, Inception's, VGG's, GoogLeNet's; AlexNet's three 3x3
+  // layers at 13x13. 5x5: AlexNet's one, Inception's three. One-dimensional F(4, r): Inception's
+  // 13 1x7 and 4 1x3 layers along rows, its 13 7x1 and 4 3x1 along columns.
+  const Forced kernels[] = {{"tfpin_wino_4x3", true, 3},
+                            {"tfpin_wino_6x3", true, 3},
+                            {"tfpin_wino_4x5", has_five, 1},
+                            {"tfpin_wino_1x4_", inception, 17},
+                            {"tfpin_wino_4x1_", inception, 17}};
+  for (const auto& [tile, applies, min_layers] : kernels) {
+    if (!applies) continue;
     SCOPED_TRACE(tile);
     options.force_kernel = tile;
     const auto forced = testing::run_engine(g, inputs, options);
@@ -320,9 +370,7 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
     for (const auto& step : testing::described_steps(forced.description)) {
       layers += step[3].rfind(tile, 0) == 0;
     }
-    // ResNet-50's 13 3x3 stride-1 layers, Inception's, VGG's, GoogLeNet's; AlexNet's three 3x3
-    // layers at 13x13. 5x5: AlexNet's one, Inception's three.
-    EXPECT_GE(layers, five ? 1 : 3) << forced.description;
+    EXPECT_GE(layers, min_layers) << forced.description;
     // (plus oneDNN's Winograd where tfpin's does not apply: VGG16's first layer, 3 channels)
     EXPECT_GE(forced.report.winograd_convolutions, layers);
     const std::vector<float>& q = forced.outputs.at("probabilities");

@@ -47,6 +47,17 @@ const WinogradKernels* kernels_for(std::int64_t block, int tile, int kernel_size
   return nullptr;
 }
 
+const WinogradKernels* kernels_1d_for(std::int64_t block, int tile, int kernel_size,
+                                      WinogradShape shape) {
+  if (block == 16 && __builtin_cpu_supports("avx512f")) {
+    return winograd_1d_kernels_avx512(tile, kernel_size, shape);
+  }
+  if (block == 8 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    return winograd_1d_kernels_avx2(tile, kernel_size, shape);
+  }
+  return nullptr;
+}
+
 // The tile sizes tfpin has for a kernel size: both timed for 3x3 (F(6x6) does 1.8 multiplications
 // per output where F(4x4) does 2.25, with more transform work and rounding, and more tiles past
 // the image's edge on small images); F(4x4) for 5x5 (its 8x8 tiles are F(6x6, 3x3)'s).
@@ -54,21 +65,32 @@ std::vector<int> tiles_for(int kernel_size) {
   return kernel_size == 3 ? std::vector<int>{4, 6} : std::vector<int>{4};
 }
 
-// The square kernel size (3 or 5) of a convolution tfpin's Winograd can run: stride 1, no
-// dilation or groups; 0 for any other.
-int own_winograd_kernel(const Ir& ir, int node) {
+// The kernel of a convolution tfpin's Winograd can run (stride 1, no dilation or groups): 3x3 or
+// 5x5, or 1x3, 3x1, 1x7 or 7x1 (Inception's factorised layers; one-dimensional tiles).
+struct OwnWinogradKernel {
+  int size = 0;  // r; 0: none
+  WinogradShape shape = WinogradShape::square;
+};
+OwnWinogradKernel own_winograd_kernel(const Ir& ir, int node) {
   const Node& n = ir.nodes[static_cast<std::size_t>(node)];
-  if (n.kind != OpKind::convolution || n.inputs.size() < 2) return 0;
+  if (n.kind != OpKind::convolution || n.inputs.size() < 2) return {};
   const auto& a = std::get<Conv2D>(n.attrs);
   const Dims& w = ir.values[static_cast<std::size_t>(n.inputs[1])].dims;
-  const bool fits = a.groups == 1 && w[2] == w[3] && (w[2] == 3 || w[2] == 5) && a.stride[0] == 1 &&
-                    a.stride[1] == 1 && a.dilation[0] == 1 && a.dilation[1] == 1;
-  return fits ? static_cast<int>(w[2]) : 0;
+  if (a.groups != 1 || a.stride[0] != 1 || a.stride[1] != 1 || a.dilation[0] != 1 ||
+      a.dilation[1] != 1) {
+    return {};
+  }
+  if (w[2] == w[3] && (w[2] == 3 || w[2] == 5)) return {static_cast<int>(w[2])};
+  const std::int64_t taps = std::max(w[2], w[3]);
+  if (std::min(w[2], w[3]) == 1 && (taps == 3 || taps == 7)) {
+    return {static_cast<int>(taps), w[2] == 1 ? WinogradShape::row : WinogradShape::column};
+  }
+  return {};
 }
 
 int positions_of(const WinogradKernels& k) {
   const int alpha = k.tile + k.kernel_size - 1;
-  return alpha * alpha;
+  return k.shape == WinogradShape::square ? alpha * alpha : alpha;
 }
 
 struct WinogradConvolution {
@@ -295,6 +317,41 @@ std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_
   return u;
 }
 
+// G g for a one-dimensional F(tile, r) (1 x r or r x 1 kernels: r taps in a row of oihw either
+// way), in U's layout.
+template <int tile, int r>
+std::vector<float> transform_weights_1d(const std::vector<float>& oihw, std::int64_t k_total,
+                                        std::int64_t c_total, std::int64_t block_width) {
+  static constexpr Winograd1D<tile, r> matrices = make_winograd_1d<tile, r>();
+  constexpr int points = tile + r - 1;
+  std::vector<float> u(static_cast<std::size_t>(points * k_total * c_total));
+  for (std::int64_t k = 0; k < k_total; ++k) {
+    const std::int64_t k0 = k / block_width * block_width;
+    const std::int64_t width = std::min(block_width, k_total - k0);
+    for (std::int64_t c = 0; c < c_total; ++c) {
+      const float* w = &oihw[static_cast<std::size_t>((k * c_total + c) * r)];
+      for (int p = 0; p < points; ++p) {
+        double value = 0;
+        for (int j = 0; j < r; ++j) value += matrices.g[p][j] * w[j];
+        const std::int64_t at = p * c_total * k_total + k0 * c_total + c * width + (k - k0);
+        u[static_cast<std::size_t>(at)] = static_cast<float>(value);
+      }
+    }
+  }
+  return u;
+}
+
+std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_t k_total,
+                                     std::int64_t c_total, std::int64_t block_width,
+                                     const WinogradKernels& kernels) {
+  if (kernels.shape == WinogradShape::square) {
+    return transform_weights(oihw, k_total, c_total, block_width, kernels.tile,
+                             kernels.kernel_size);
+  }
+  return kernels.kernel_size == 7 ? transform_weights_1d<4, 7>(oihw, k_total, c_total, block_width)
+                                  : transform_weights_1d<4, 3>(oihw, k_total, c_total, block_width);
+}
+
 // Per-index offsets of a 4-d blocked layout (O, I, H, W): any blocked layout is a sum of one
 // term per dimension, its outer index times its stride plus its place in the inner blocks.
 std::optional<std::array<std::vector<std::int64_t>, 4>> separable_offsets(const md_t& md) {
@@ -360,8 +417,10 @@ void plan(Kernel& k, const Lowering& l, const WinogradLayer& shape, const Winogr
           bool has_bias) {
   const int tile = kernels->tile;
   k.layer = shape;
-  k.layer.tiles_high = (shape.out_height + tile - 1) / tile;
-  k.layer.tiles_wide = (shape.out_width + tile - 1) / tile;
+  const bool rows_tiled = kernels->shape != WinogradShape::row;  // tiles of m rows
+  const bool columns_tiled = kernels->shape != WinogradShape::column;
+  k.layer.tiles_high = rows_tiled ? (shape.out_height + tile - 1) / tile : shape.out_height;
+  k.layer.tiles_wide = columns_tiled ? (shape.out_width + tile - 1) / tile : shape.out_width;
   k.kernels = kernels;
   k.has_bias = has_bias;
   k.threads = std::max(1u, l.step_threads);
@@ -407,16 +466,27 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
   } else {
     const md_t u_md({u_floats}, dnnl::memory::data_type::f32, tag::x);
     alt.args = step.args;
-    alt.args[1] = Arg::in(
-        DNNL_ARG_WEIGHTS,
-        l.constant_values(transform_weights(*source.oihw, layer.out_channels, layer.in_channels,
-                                            block_width, tile, kernels->kernel_size),
-                          u_md, u_md, fmt::format("{}:winograd_{}x3_weights", name, tile)),
-        u_md);
+    alt.args[1] =
+        Arg::in(DNNL_ARG_WEIGHTS,
+                l.constant_values(transform_weights(*source.oihw, layer.out_channels,
+                                                    layer.in_channels, block_width, *kernels),
+                                  u_md, u_md, fmt::format("{}:winograd_{}_weights", name, tile)),
+                u_md);
   }
   alt.scratchpad_bytes = conv->scratch_bytes();
-  alt.impl = fmt::format("tfpin_wino_{}x{}:{}", tile, kernels->kernel_size,
-                         kernels->vector_floats == 16 ? "avx512" : "avx2");
+  const char* isa = kernels->vector_floats == 16 ? "avx512" : "avx2";
+  const int r = kernels->kernel_size;
+  switch (kernels->shape) {
+    case WinogradShape::square:
+      alt.impl = fmt::format("tfpin_wino_{}x{}:{}", tile, r, isa);
+      break;
+    case WinogradShape::row:
+      alt.impl = fmt::format("tfpin_wino_1x{}_1x{}:{}", tile, r, isa);
+      break;
+    case WinogradShape::column:
+      alt.impl = fmt::format("tfpin_wino_{}x1_{}x1:{}", tile, r, isa);
+      break;
+  }
   alt.kernel = [conv](const KernelCall& call) {
     const auto& d = call.data;
     conv->run(static_cast<const float*>(d[0]), static_cast<const float*>(d[1]),
@@ -463,8 +533,13 @@ WinogradLayer layer_of(const Dims& in, const Dims& out, std::int64_t pad_top,
 void add_tiles(Lowering& l, const std::string& name, Step& step, std::int64_t block,
                int kernel_size, const Dims& in, const Dims& out, std::int64_t pad_top,
                std::int64_t pad_left, const WinogradOutputOps& ops, bool has_bias,
-               const WeightSource& source) {
+               const WeightSource& source, WinogradShape shape = WinogradShape::square) {
   const WinogradLayer layer = layer_of(in, out, pad_top, pad_left);
+  if (shape != WinogradShape::square) {
+    add_alternative(l, name, step, layer, kernels_1d_for(block, 4, kernel_size, shape), ops,
+                    has_bias, source);
+    return;
+  }
   for (int tile : tiles_for(kernel_size)) {
     add_alternative(l, name, step, layer, kernels_for(block, tile, kernel_size), ops, has_bias,
                     source);
@@ -519,16 +594,22 @@ void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLaye
 // What the entry points below share: the convolution `node`, if tfpin's Winograd applies to it.
 struct WinogradNode {
   const Node& node;
-  int kernel_size;  // 3 or 5
+  int kernel_size;  // r: 3 or 5 square, 3 or 7 one-dimensional
+  WinogradShape shape;
   const Conv2D& conv;
   const Dims& in;   // x
   const Dims& out;  // y
 };
 std::optional<WinogradNode> winograd_node(const Lowering& l, int node) {
-  const int kernel_size = own_winograd_kernel(l.ir, node);
-  if (!l.options.winograd || kernel_size == 0) return std::nullopt;
+  const OwnWinogradKernel kernel = own_winograd_kernel(l.ir, node);
+  if (!l.options.winograd || kernel.size == 0) return std::nullopt;
+  // One-dimensional tiles have inference kernels only.
+  if (kernel.shape != WinogradShape::square && l.training()) return std::nullopt;
   const Node& n = l.ir.nodes[static_cast<std::size_t>(node)];
-  return WinogradNode{n, kernel_size, std::get<Conv2D>(n.attrs),
+  return WinogradNode{n,
+                      kernel.size,
+                      kernel.shape,
+                      std::get<Conv2D>(n.attrs),
                       l.ir.values[static_cast<std::size_t>(n.inputs[0])].dims,
                       l.ir.values[static_cast<std::size_t>(n.output)].dims};
 }
@@ -553,7 +634,7 @@ bool add_winograd_alternative(Lowering& l, int node, Step& step, const md_t& src
     ops.ops[ops.count++] = p.kind == PostOp::Kind::sum ? WinogradPostOp::sum : WinogradPostOp::relu;
   }
   add_tiles(l, w->node.name, step, block, w->kernel_size, w->in, w->out, w->conv.padding[0],
-            w->conv.padding[1], ops, w->node.inputs.size() > 2, source);
+            w->conv.padding[1], ops, w->node.inputs.size() > 2, source, w->shape);
   return true;
 }
 

@@ -217,6 +217,11 @@ struct Transforms<4, 5> {
   }
 };
 
+// (Not std::clamp: no template from a header here.)
+std::int64_t clamped(std::int64_t x, std::int64_t lo, std::int64_t hi) {
+  return x < lo ? lo : x > hi ? hi : x;
+}
+
 struct TilePlace {
   std::int64_t image;
   std::int64_t y;  // top row of the output tile
@@ -324,10 +329,9 @@ void multiply_blocks(const float* v, std::int64_t c_total, const float* u, int p
   }
 }
 
-template <int m, int ks>
+template <int positions>
 void multiply(const WinogradLayer& l, const float* v, const float* u, int padded,
               std::int64_t k_begin, std::int64_t k_end, float* product) {
-  constexpr int positions = (m + ks - 1) * (m + ks - 1);
   const std::int64_t c_total = l.in_channels;
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
@@ -586,15 +590,142 @@ const WinogradKernels kernels{floats,
                               block_vectors,
                               m,
                               ks,
+                              WinogradShape::square,
                               transform_input<m, ks>,
-                              multiply<m, ks>,
+                              multiply<(m + ks - 1) * (m + ks - 1)>,
                               transform_output<m, ks>,
                               transform_weights<m, ks>,
                               transform_gradient<m, ks>,
                               accumulate<m, ks>,
                               weight_gradient<m, ks>};
 
+// One-dimensional F(m, r) (Winograd1D): tile t of an image is 1 x m outputs along a row
+// (WinogradShape::row) or m x 1 along a column, tiles_high x tiles_wide of them per image. The
+// transforms are dense products by the constant matrices (P <= 10: a few percent of the tile's
+// matrix products at Inception's 128-192 channels).
+template <int m, int r, WinogradShape shape>
+struct Winograd1DKernels {
+  static constexpr int points = m + r - 1;
+  static constexpr Winograd1D<m, r> matrices = make_winograd_1d<m, r>();
+  static constexpr bool along_row = shape == WinogradShape::row;
+
+  static TilePlace place(const WinogradLayer& l, std::int64_t tile) {
+    const std::int64_t per_image = l.tiles_high * l.tiles_wide;
+    const std::int64_t in_image = tile % per_image;
+    const std::int64_t row = in_image / l.tiles_wide;
+    const std::int64_t column = in_image % l.tiles_wide;
+    return {tile / per_image, along_row ? row : m * row, along_row ? m * column : column};
+  }
+
+  static void input(const WinogradLayer& l, const float* src, std::int64_t first, int count,
+                    int padded, float* v) {
+    const std::int64_t c_total = l.in_channels;
+    const std::int64_t blocks = c_total / floats;
+    const std::int64_t position_stride = static_cast<std::int64_t>(padded) * c_total;
+    // Where tap j of the window is, relative to its first tap, in floats of one channel plane.
+    const std::int64_t step = along_row ? floats : l.width * floats;
+    for (int t = 0; t < padded; ++t) {
+      float* tile_out = v + static_cast<std::int64_t>(t) * c_total;
+      if (t >= count) {
+        zero_tile(tile_out, c_total, points, position_stride);
+        continue;
+      }
+      const TilePlace at = place(l, first + t);
+      const std::int64_t y0 = at.y - l.pad_top;
+      const std::int64_t x0 = at.x - l.pad_left;
+      // Taps [lo, hi) of the window are inside the image, the rest are padding.
+      const std::int64_t start = along_row ? x0 : y0;
+      const std::int64_t extent = along_row ? l.width : l.height;
+      const bool line_inside = along_row ? (y0 >= 0 && y0 < l.height) : (x0 >= 0 && x0 < l.width);
+      const int lo = static_cast<int>(clamped(-start, 0, points));
+      const int hi = static_cast<int>(clamped(extent - start, 0, points));
+      for (std::int64_t cb = 0; cb < blocks; ++cb) {
+        const float* plane = src + (at.image * blocks + cb) * l.height * l.width * floats;
+        const std::int64_t first_tap = (y0 * l.width + x0) * floats;  // may be outside
+        vec d[points];
+#pragma GCC unroll 16
+        for (int j = 0; j < points; ++j) {
+          d[j] = line_inside && j >= lo && j < hi ? load(plane + first_tap + j * step) : vec{};
+        }
+        float* out = tile_out + cb * floats;
+#pragma GCC unroll 16
+        for (int p = 0; p < points; ++p) {
+          vec sum{};
+#pragma GCC unroll 16
+          for (int j = 0; j < points; ++j) {
+            if (matrices.bt[p][j] != 0) sum += static_cast<float>(matrices.bt[p][j]) * d[j];
+          }
+          store(out + p * position_stride, sum);
+        }
+      }
+    }
+  }
+
+  static void output(const WinogradLayer& l, const float* product, const WinogradOutputOps& ops,
+                     std::int64_t first, int count, int padded, std::int64_t k_begin,
+                     std::int64_t k_end, float* dst) {
+    const std::int64_t k_total = l.out_channels;
+    const std::int64_t blocks = k_total / floats;
+    const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
+    const std::int64_t step = along_row ? floats : l.out_width * floats;
+    for (int t = 0; t < count; ++t) {
+      const TilePlace at = place(l, first + t);
+      const std::int64_t left = along_row ? l.out_width - at.x : l.out_height - at.y;
+      const int here = left < m ? static_cast<int>(left) : m;
+      const float* tile = product + static_cast<std::int64_t>(t) * k_total;
+      for (std::int64_t k = k_begin; k < k_end; k += floats) {
+        vec mp[points];
+#pragma GCC unroll 16
+        for (int p = 0; p < points; ++p) mp[p] = load(tile + p * position_stride + k);
+        const vec bias = ops.bias != nullptr ? load(ops.bias + k) : vec{};
+        float* plane = dst + (at.image * blocks + k / floats) * l.out_height * l.out_width * floats;
+        float* first_out = plane + (at.y * l.out_width + at.x) * floats;
+#pragma GCC unroll 8
+        for (int i = 0; i < m; ++i) {
+          if (i >= here) break;
+          vec out = bias;
+#pragma GCC unroll 16
+          for (int p = 0; p < points; ++p) {
+            if (matrices.at[i][p] != 0) out += static_cast<float>(matrices.at[i][p]) * mp[p];
+          }
+          float* y = first_out + i * step;
+          for (int o = 0; o < ops.count; ++o) {
+            if (ops.ops[o] == WinogradPostOp::sum) {
+              out += load(y);
+            } else {
+              out = out > vec{} ? out : vec{};
+            }
+          }
+          store(y, out);
+        }
+      }
+    }
+  }
+
+  static constexpr WinogradKernels table{floats,  block_vectors,    m,      r,       shape,
+                                         input,   multiply<points>, output, nullptr, nullptr,
+                                         nullptr, nullptr};
+};
+
 }  // namespace
+
+#if TFPIN_WINOGRAD_FLOATS == 16
+const WinogradKernels* winograd_1d_kernels_avx512(int tile, int kernel_size, WinogradShape shape) {
+#else
+const WinogradKernels* winograd_1d_kernels_avx2(int tile, int kernel_size, WinogradShape shape) {
+#endif
+  const bool row = shape == WinogradShape::row;
+  if (shape == WinogradShape::square || tile != 4) return nullptr;
+  if (kernel_size == 7) {
+    return row ? &Winograd1DKernels<4, 7, WinogradShape::row>::table
+               : &Winograd1DKernels<4, 7, WinogradShape::column>::table;
+  }
+  if (kernel_size == 3) {
+    return row ? &Winograd1DKernels<4, 3, WinogradShape::row>::table
+               : &Winograd1DKernels<4, 3, WinogradShape::column>::table;
+  }
+  return nullptr;
+}
 
 #if TFPIN_WINOGRAD_FLOATS == 16
 const WinogradKernels* winograd_kernels_avx512(int tile, int kernel_size) {
