@@ -47,16 +47,23 @@ struct Layer {
   bool bias;
   bool residual;  // + a residual input of the output's shape, fused as a sum post-op
   bool relu;
-  std::int64_t r = 3;   // kernel height: 3 or 5, or 1, 3 or 7 with a different width
-  std::int64_t rw = 0;  // its width, when not r (1x7, 7x1, 1x3, 3x1)
+  std::int64_t r = 3;       // kernel height: 3 or 5, or 1, 3 or 7 with a different width
+  std::int64_t rw = 0;      // its width, when not r (1x7, 7x1, 1x3, 3x1)
+  std::int64_t stride = 1;  // 2: 3x3 only
   [[nodiscard]] std::int64_t kh() const { return r; }
   [[nodiscard]] std::int64_t kw() const { return rw != 0 ? rw : r; }
+  [[nodiscard]] std::int64_t out_height() const {
+    return (h + padding[0] + padding[2] - kh()) / stride + 1;
+  }
+  [[nodiscard]] std::int64_t out_width() const {
+    return (w + padding[1] + padding[3] - kw()) / stride + 1;
+  }
 };
 
 std::string describe(const Layer& l) {
-  return fmt::format("{}x{}x{}x{} -> {} {}x{} pad [{}] bias={} residual={} relu={}", l.n, l.c, l.h,
-                     l.w, l.k, l.kh(), l.kw(), fmt::join(l.padding, ","), l.bias, l.residual,
-                     l.relu);
+  return fmt::format("{}x{}x{}x{} -> {} {}x{} stride {} pad [{}] bias={} residual={} relu={}", l.n,
+                     l.c, l.h, l.w, l.k, l.kh(), l.kw(), l.stride, fmt::join(l.padding, ","),
+                     l.bias, l.residual, l.relu);
 }
 
 // The naive convolution in double, with bias, residual and ReLU, and per output the sum of
@@ -80,10 +87,10 @@ Expected naive(const Layer& l, std::int64_t oh, std::int64_t ow, const std::vect
           double mag = l.bias ? std::abs(b[static_cast<std::size_t>(k)]) : 0.0;
           for (std::int64_t c = 0; c < l.c; ++c) {
             for (std::int64_t i = 0; i < l.kh(); ++i) {
-              const std::int64_t iy = y + i - l.padding[0];
+              const std::int64_t iy = y * l.stride + i - l.padding[0];
               if (iy < 0 || iy >= l.h) continue;
               for (std::int64_t j = 0; j < l.kw(); ++j) {
-                const std::int64_t ix = xo + j - l.padding[1];
+                const std::int64_t ix = xo * l.stride + j - l.padding[1];
                 if (ix < 0 || ix >= l.w) continue;
                 const double xv =
                     x[static_cast<std::size_t>(((n * l.c + c) * l.h + iy) * l.w + ix)];
@@ -166,8 +173,8 @@ class WinogradLayerTest : public ::testing::TestWithParam<Layer> {};
 
 TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
   const Layer l = GetParam();
-  const std::int64_t oh = l.h + l.padding[0] + l.padding[2] - (l.kh() - 1);
-  const std::int64_t ow = l.w + l.padding[1] + l.padding[3] - (l.kw() - 1);
+  const std::int64_t oh = l.out_height();
+  const std::int64_t ow = l.out_width();
   const auto x = random_vector(static_cast<std::size_t>(l.n * l.c * l.h * l.w), 1);
   const auto w =
       random_vector(static_cast<std::size_t>(l.k * l.c * l.kh() * l.kw()), 2, -0.5f, 0.5f);
@@ -179,6 +186,7 @@ TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
   const TensorId bias = l.bias ? g.constant("b", {l.k}, b) : no_tensor;
   Conv2D attrs;
   attrs.padding = l.padding;
+  attrs.stride = {l.stride, l.stride};
   TensorId y = g.convolution(input, weights, bias, attrs, "conv");
   std::map<std::string, std::vector<float>> inputs{{"x", x}};
   if (l.residual) {
@@ -194,12 +202,20 @@ TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
     const Trials t = run_trials(g, inputs, intra, 3 * 5 + 2);
     ASSERT_EQ(t.choices.size(), 1U) << "the convolution is a timed choice";
     const auto& candidates = t.choices[0].candidates;
-    // F(4x4, 3x3) and F(6x6, 3x3); F(4x4, 5x5); F(4, r) along the row or column.
+    // F(4x4, 3x3) and F(6x6, 3x3); F(4x4, 5x5); F(4, r) along the row or column; at stride 2,
+    // the polyphase F(4x4) and F(2x2).
     const bool one_dimensional = l.kh() != l.kw();
     ASSERT_EQ(std::count_if(candidates.begin(), candidates.end(),
                             [](const auto& c) { return is_tfpin_winograd(c.kernel); }),
               l.r == 3 && !one_dimensional ? 2 : 1)
         << "tfpin's Winograd kernels are not among the candidates";
+    if (l.stride == 2) {
+      for (const char* expected : {"tfpin_wino_s2_4x3", "tfpin_wino_s2_2x3"}) {
+        EXPECT_TRUE(std::any_of(candidates.begin(), candidates.end(), [&](const auto& c) {
+          return c.kernel.rfind(expected, 0) == 0;
+        })) << expected;
+      }
+    }
     if (one_dimensional) {
       const std::string expected = l.kh() == 1 ? fmt::format("tfpin_wino_1x4_1x{}", l.kw())
                                                : fmt::format("tfpin_wino_4x1_{}x1", l.kh());
@@ -248,7 +264,15 @@ INSTANTIATE_TEST_SUITE_P(
                       Layer{2, 16, 6, 9, 16, {0, 2, 0, 4}, false, true, false, 1, 7},
                       Layer{1, 32, 10, 5, 32, {1, 0, 5, 0}, true, false, false, 7, 1},
                       Layer{2, 48, 8, 8, 32, {0, 1, 0, 1}, true, false, true, 1, 3},
-                      Layer{1, 16, 7, 8, 16, {1, 0, 1, 0}, false, true, true, 3, 1}),
+                      Layer{1, 16, 7, 8, 16, {1, 0, 1, 0}, false, true, true, 3, 1},
+                      // 3x3 at stride 2: ResNet-50's (pad 1, even sizes), Inception v3's (no
+                      // padding, odd sizes), and sizes that leave partial tiles on either side.
+                      Layer{2, 32, 28, 28, 48, {1, 1, 1, 1}, true, false, true, 3, 0, 2},
+                      Layer{1, 16, 14, 14, 80, {1, 1, 1, 1}, true, true, true, 3, 0, 2},
+                      Layer{2, 48, 17, 17, 32, {0, 0, 0, 0}, false, false, true, 3, 0, 2},
+                      Layer{1, 32, 15, 9, 16, {0, 1, 1, 0}, true, true, false, 3, 0, 2},
+                      Layer{3, 16, 7, 12, 64, {1, 0, 1, 2}, false, false, false, 3, 0, 2},
+                      Layer{1, 16, 4, 4, 16, {1, 1, 1, 1}, true, false, true, 3, 0, 2}),
     [](const ::testing::TestParamInfo<Layer>& p) { return fmt::format("shape{}", p.index); });
 
 TEST(Winograd, OfferedOnlyWhereItApplies) {
@@ -280,7 +304,10 @@ TEST(Winograd, OfferedOnlyWhereItApplies) {
   };
   EXPECT_TRUE(offered(layer(16, 3, 1, 1), true));
   EXPECT_FALSE(offered(layer(16, 3, 1, 1), false)) << "the option turns it off";
-  EXPECT_FALSE(offered(layer(16, 3, 2, 1), true)) << "stride 2";
+  EXPECT_TRUE(offered(layer(16, 3, 2, 1), true)) << "3x3 stride 2";
+  EXPECT_FALSE(offered(layer(16, 3, 2, 1), false)) << "3x3 stride 2, the option off";
+  EXPECT_FALSE(offered(layer(16, 3, 3, 1), true)) << "3x3 stride 3";
+  EXPECT_FALSE(offered(layer(16, 3, 2, 2), true)) << "3x3 stride 2, groups";
   EXPECT_TRUE(offered(layer(16, 5, 1, 1), true)) << "5x5";
   EXPECT_FALSE(offered(layer(16, 7, 1, 1), true)) << "7x7";
   EXPECT_FALSE(offered(layer(16, 5, 2, 1), true)) << "5x5 stride 2";
@@ -352,12 +379,14 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
   };
   // ResNet-50's 13 3x3 stride-1 layers, Inception's, VGG's, GoogLeNet's; AlexNet's three 3x3
   // layers at 13x13. 5x5: AlexNet's one, Inception's three. One-dimensional F(4, r): Inception's
-  // 13 1x7 and 4 1x3 layers along rows, its 13 7x1 and 4 3x1 along columns.
-  const Forced kernels[] = {{"tfpin_wino_4x3", true, 3},
-                            {"tfpin_wino_6x3", true, 3},
-                            {"tfpin_wino_4x5", has_five, 1},
-                            {"tfpin_wino_1x4_", inception, 17},
-                            {"tfpin_wino_4x1_", inception, 17}};
+  // 13 1x7 and 4 1x3 layers along rows, its 13 7x1 and 4 3x1 along columns. 3x3 at stride 2:
+  // ResNet-50's 3, Inception's 4 (Mixed_6a, Mixed_7a; its first layer has 3 channels).
+  const bool resnet = model == Model::resnet50;
+  const Forced kernels[] = {
+      {"tfpin_wino_4x3", true, 3},         {"tfpin_wino_6x3", true, 3},
+      {"tfpin_wino_4x5", has_five, 1},     {"tfpin_wino_1x4_", inception, 17},
+      {"tfpin_wino_4x1_", inception, 17},  {"tfpin_wino_s2_4x3", resnet, 3},
+      {"tfpin_wino_s2_4x3", inception, 4}, {"tfpin_wino_s2_2x3", resnet || inception, 3}};
   for (const auto& [tile, applies, min_layers] : kernels) {
     if (!applies) continue;
     SCOPED_TRACE(tile);

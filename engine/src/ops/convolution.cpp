@@ -248,10 +248,11 @@ static void lower_convolution(Lowering& l, int node) {
   // offers no Winograd (AVX2, oneDNN 3), and beside oneDNN's otherwise.
   const bool own_winograd =
       add_winograd_alternative(l, node, step, pd.src_desc(), pd.weights_desc(), pd.dst_desc());
-  // oneDNN's brgemm kernel in nhwc, on layers no square Winograd candidate covers (strided,
-  // 7x7; 1x7 and 7x1 time it beside tfpin's one-dimensional Winograd).
-  const bool square_kernel = wd[2] == wd[3];
-  const bool winograd_layer = !timed.empty() || (own_winograd && square_kernel) ||
+  // oneDNN's brgemm kernel in nhwc, on layers no square stride-1 Winograd candidate covers (7x7;
+  // 1x7 and 7x1 and 3x3 at stride 2 time it beside tfpin's one-dimensional and polyphase
+  // Winograd).
+  const bool square_stride_one = wd[2] == wd[3] && a.stride[0] == 1 && a.stride[1] == 1;
+  const bool winograd_layer = !timed.empty() || (own_winograd && square_stride_one) ||
                               std::string(pd.impl_info_str()).find("wino") != std::string::npos;
   const bool channels_last =
       !winograd_layer && add_channels_last_alternative(l, node, step, pd, window, attr, w_user);

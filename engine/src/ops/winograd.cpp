@@ -58,6 +58,16 @@ const WinogradKernels* kernels_1d_for(std::int64_t block, int tile, int kernel_s
   return nullptr;
 }
 
+const WinogradKernels* kernels_stride2_for(std::int64_t block, int tile) {
+  if (block == 16 && __builtin_cpu_supports("avx512f")) {
+    return winograd_stride2_kernels_avx512(tile);
+  }
+  if (block == 8 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    return winograd_stride2_kernels_avx2(tile);
+  }
+  return nullptr;
+}
+
 // The tile sizes tfpin has for a kernel size: both timed for 3x3 (F(6x6) does 1.8 multiplications
 // per output where F(4x4) does 2.25, with more transform work and rounding, and more tiles past
 // the image's edge on small images); F(4x4) for 5x5 (its 8x8 tiles are F(6x6, 3x3)'s).
@@ -65,8 +75,9 @@ std::vector<int> tiles_for(int kernel_size) {
   return kernel_size == 3 ? std::vector<int>{4, 6} : std::vector<int>{4};
 }
 
-// The kernel of a convolution tfpin's Winograd can run (stride 1, no dilation or groups): 3x3 or
-// 5x5, or 1x3, 3x1, 1x7 or 7x1 (Inception's factorised layers; one-dimensional tiles).
+// The kernel of a convolution tfpin's Winograd can run (no dilation or groups): at stride 1, 3x3 or
+// 5x5, or 1x3, 3x1, 1x7 or 7x1 (Inception's factorised layers; one-dimensional tiles); 3x3 at
+// stride 2 (ResNet-50's and Inception v3's downsampling layers; polyphase tiles).
 struct OwnWinogradKernel {
   int size = 0;  // r; 0: none
   WinogradShape shape = WinogradShape::square;
@@ -76,10 +87,11 @@ OwnWinogradKernel own_winograd_kernel(const Ir& ir, int node) {
   if (n.kind != OpKind::convolution || n.inputs.size() < 2) return {};
   const auto& a = std::get<Conv2D>(n.attrs);
   const Dims& w = ir.values[static_cast<std::size_t>(n.inputs[1])].dims;
-  if (a.groups != 1 || a.stride[0] != 1 || a.stride[1] != 1 || a.dilation[0] != 1 ||
-      a.dilation[1] != 1) {
-    return {};
+  if (a.groups != 1 || a.dilation[0] != 1 || a.dilation[1] != 1) return {};
+  if (a.stride[0] == 2 && a.stride[1] == 2 && w[2] == 3 && w[3] == 3) {
+    return {3, WinogradShape::stride2};
   }
+  if (a.stride[0] != 1 || a.stride[1] != 1) return {};
   if (w[2] == w[3] && (w[2] == 3 || w[2] == 5)) return {static_cast<int>(w[2])};
   const std::int64_t taps = std::max(w[2], w[3]);
   if (std::min(w[2], w[3]) == 1 && (taps == 3 || taps == 7)) {
@@ -89,6 +101,7 @@ OwnWinogradKernel own_winograd_kernel(const Ir& ir, int node) {
 }
 
 int positions_of(const WinogradKernels& k) {
+  if (k.shape == WinogradShape::stride2) return (2 * k.tile + 1) * (2 * k.tile + 1);
   const int alpha = k.tile + k.kernel_size - 1;
   return k.shape == WinogradShape::square ? alpha * alpha : alpha;
 }
@@ -341,9 +354,45 @@ std::vector<float> transform_weights_1d(const std::vector<float>& oihw, std::int
   return u;
 }
 
+// G g G^T for 3x3 at stride 2 (WinogradStride2), in U's layout.
+template <int tile>
+std::vector<float> transform_weights_stride2(const std::vector<float>& oihw, std::int64_t k_total,
+                                             std::int64_t c_total, std::int64_t block_width) {
+  static constexpr WinogradStride2<tile> matrices = make_winograd_stride2<tile>();
+  constexpr int points = WinogradStride2<tile>::points;
+  std::vector<float> u(static_cast<std::size_t>(points * points * k_total * c_total));
+  for (std::int64_t k = 0; k < k_total; ++k) {
+    const std::int64_t k0 = k / block_width * block_width;
+    const std::int64_t width = std::min(block_width, k_total - k0);
+    for (std::int64_t c = 0; c < c_total; ++c) {
+      const float* w = &oihw[static_cast<std::size_t>((k * c_total + c) * 9)];
+      std::array<std::array<double, 3>, points> gw{};  // G g
+      for (int i = 0; i < points; ++i) {
+        for (int j = 0; j < 3; ++j) {
+          for (int t = 0; t < 3; ++t) gw[i][j] += matrices.g[i][t] * w[t * 3 + j];
+        }
+      }
+      for (int i = 0; i < points; ++i) {
+        for (int j = 0; j < points; ++j) {
+          double value = 0;
+          for (int t = 0; t < 3; ++t) value += gw[i][t] * matrices.g[j][t];
+          const std::int64_t p = i * points + j;
+          const std::int64_t at = p * c_total * k_total + k0 * c_total + c * width + (k - k0);
+          u[static_cast<std::size_t>(at)] = static_cast<float>(value);
+        }
+      }
+    }
+  }
+  return u;
+}
+
 std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_t k_total,
                                      std::int64_t c_total, std::int64_t block_width,
                                      const WinogradKernels& kernels) {
+  if (kernels.shape == WinogradShape::stride2) {
+    return kernels.tile == 4 ? transform_weights_stride2<4>(oihw, k_total, c_total, block_width)
+                             : transform_weights_stride2<2>(oihw, k_total, c_total, block_width);
+  }
   if (kernels.shape == WinogradShape::square) {
     return transform_weights(oihw, k_total, c_total, block_width, kernels.tile,
                              kernels.kernel_size);
@@ -388,9 +437,10 @@ struct WeightSource {
   std::array<std::vector<std::int64_t>, 4> trained_offsets;
 };
 
-// Tiles per block: V and M (or D) within tile_block_bytes, and at least one block per thread.
-std::int64_t choose_tile_block(const WinogradLayer& layer, std::int64_t positions,
-                               unsigned threads) {
+// Tiles per block: V and M (or D) within tile_block_bytes, and at least one block per thread
+// unless `per_thread` is false (then at most all tiles).
+std::int64_t choose_tile_block(const WinogradLayer& layer, std::int64_t positions, unsigned threads,
+                               bool per_thread_share = true) {
   const std::int64_t tiles = layer.batch * layer.tiles_high * layer.tiles_wide;
   const std::int64_t rows = winograd_tile_rows;
   const std::int64_t bytes_per_tile = positions * 4 * (layer.in_channels + layer.out_channels);
@@ -406,7 +456,7 @@ std::int64_t choose_tile_block(const WinogradLayer& layer, std::int64_t position
   // Bounded scratch: a 2048-channel layer would otherwise take 200 MB per thread.
   tile_block =
       std::min(tile_block, std::max(rows, max_scratch_bytes / bytes_per_tile / rows * rows));
-  const std::int64_t per_thread = (tiles + threads - 1) / threads;
+  const std::int64_t per_thread = per_thread_share ? (tiles + threads - 1) / threads : tiles;
   tile_block = std::min(tile_block, (per_thread + rows - 1) / rows * rows);
   return tile_block;
 }
@@ -428,6 +478,69 @@ void plan(Kernel& k, const Lowering& l, const WinogradLayer& shape, const Winogr
   k.tile_block = static_cast<int>(choose_tile_block(k.layer, positions_of(*kernels), k.threads));
 }
 
+// The tile block (at most the cache's) and the output-channel parts per tile block that give the
+// busiest thread the least work, with items handed out as run() does (equal runs of consecutive
+// items). The micro-kernel works on whole rows of winograd_tile_rows tiles and output-channel
+// blocks, so where tiles are few (batch 1: 16 tiles of a 14x14 image, 49 of a 28x28 one) blocks
+// of whole rows leave one thread idle for up to a third of the layer; parts of the output
+// channels share the rows out instead, each thread transforming the block's input.
+//
+// A thread's work, in multiply-adds per position and input channel: per item, one per tile and
+// output vector of its part, and a quarter of a row of tiles' worth per output vector for
+// streaming its part of U past the cache; per tile block it transforms, 3 operations per input
+// vector of its tiles. Among plans within 1% of the best: the largest block, then the fewest
+// parts. (With many tiles, batch 32, that is the cache's block in one part.)
+void balance_work(WinogradConvolution& conv, std::int64_t cached_tile_block) {
+  const std::int64_t rows = winograd_tile_rows;
+  const std::int64_t row_groups = (conv.tiles + rows - 1) / rows;
+  const std::int64_t vectors = conv.layer.out_channels / conv.kernels->vector_floats;
+  const std::int64_t block_vectors = conv.kernels->max_block_vectors;
+  const std::int64_t channel_blocks = (vectors + block_vectors - 1) / block_vectors;
+  const auto threads = static_cast<std::int64_t>(conv.threads);
+  const double transform = 3.0 / static_cast<double>(conv.kernels->vector_floats);
+  const double u_stream = 0.25 * rows;
+  auto busiest = [&](std::int64_t block_groups, std::int64_t parts) {
+    const std::int64_t blocks = (row_groups + block_groups - 1) / block_groups;
+    const std::int64_t items = blocks * parts;
+    double worst = 0;
+    for (std::int64_t t = 0; t < threads; ++t) {
+      double work = 0;
+      std::int64_t transformed = -1;
+      for (std::int64_t item = items * t / threads; item < items * (t + 1) / threads; ++item) {
+        const std::int64_t block = item / parts;
+        const std::int64_t part = item % parts;
+        const auto tiles =
+            static_cast<double>(rows * std::min(block_groups, row_groups - block * block_groups));
+        // The part's output vectors, on whole channel blocks (WinogradConvolution::channels).
+        const auto out = static_cast<double>(
+            std::min(vectors, channel_blocks * (part + 1) / parts * block_vectors) -
+            std::min(vectors, channel_blocks * part / parts * block_vectors));
+        work += (tiles + u_stream) * out;
+        if (block != transformed) work += tiles * transform;
+        transformed = block;
+      }
+      worst = std::max(worst, work);
+    }
+    return worst;
+  };
+  const std::int64_t max_groups = std::min(cached_tile_block / rows, row_groups);
+  double best = 0;
+  std::int64_t best_groups = max_groups;
+  std::int64_t best_parts = 1;
+  for (std::int64_t groups = max_groups; groups >= 1; --groups) {
+    for (std::int64_t parts = 1; parts <= std::min(channel_blocks, threads); ++parts) {
+      const double work = busiest(groups, parts);
+      if (best == 0 || work < 0.99 * best) {
+        best = work;
+        best_groups = groups;
+        best_parts = parts;
+      }
+    }
+  }
+  conv.tile_block = static_cast<int>(best_groups * rows);
+  conv.k_parts = best_parts;
+}
+
 // One kernel as an alternative of the step (arguments: src, weights[, bias], dst): F(tile x tile,
 // 3x3) with these kernels.
 void add_alternative(Lowering& l, const std::string& name, Step& step, const WinogradLayer& shape,
@@ -438,12 +551,9 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
   auto conv = std::make_shared<WinogradConvolution>();
   plan(*conv, l, shape, kernels, has_bias);
   const WinogradLayer& layer = conv->layer;
-  const std::int64_t tile_block = conv->tile_block;
   conv->ops = ops;
-  // Fewer tile blocks than threads (batch 1, small images): the threads share output channels.
-  if (conv->tile_blocks() < conv->threads) {
-    conv->k_parts = (conv->threads + conv->tile_blocks() - 1) / conv->tile_blocks();
-  }
+  balance_work(*conv, choose_tile_block(conv->layer, positions, conv->threads, false));
+  const std::int64_t tile_block = conv->tile_block;
   conv->scratch_floats_per_thread =
       (positions * tile_block * (layer.in_channels + layer.out_channels) + 15) / 16 * 16;
 
@@ -485,6 +595,9 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
       break;
     case WinogradShape::column:
       alt.impl = fmt::format("tfpin_wino_{}x1_{}x1:{}", tile, r, isa);
+      break;
+    case WinogradShape::stride2:
+      alt.impl = fmt::format("tfpin_wino_s2_{}x{}:{}", tile, r, isa);
       break;
   }
   alt.kernel = [conv](const KernelCall& call) {
@@ -535,6 +648,15 @@ void add_tiles(Lowering& l, const std::string& name, Step& step, std::int64_t bl
                std::int64_t pad_left, const WinogradOutputOps& ops, bool has_bias,
                const WeightSource& source, WinogradShape shape = WinogradShape::square) {
   const WinogradLayer layer = layer_of(in, out, pad_top, pad_left);
+  if (shape == WinogradShape::stride2) {
+    // F(4x4) does 81 products per 16 outputs, F(2x2) 25 per 4 with 3.1x smaller weights than
+    // F(4x4)'s 9x (batch 1 streams them) and fewer tiles past the edge of 14x14 and 7x7 images.
+    for (int tile : {4, 2}) {
+      add_alternative(l, name, step, layer, kernels_stride2_for(block, tile), ops, has_bias,
+                      source);
+    }
+    return;
+  }
   if (shape != WinogradShape::square) {
     add_alternative(l, name, step, layer, kernels_1d_for(block, 4, kernel_size, shape), ops,
                     has_bias, source);
@@ -603,7 +725,7 @@ struct WinogradNode {
 std::optional<WinogradNode> winograd_node(const Lowering& l, int node) {
   const OwnWinogradKernel kernel = own_winograd_kernel(l.ir, node);
   if (!l.options.winograd || kernel.size == 0) return std::nullopt;
-  // One-dimensional tiles have inference kernels only.
+  // One-dimensional and stride-2 tiles have inference kernels only.
   if (kernel.shape != WinogradShape::square && l.training()) return std::nullopt;
   const Node& n = l.ir.nodes[static_cast<std::size_t>(node)];
   return WinogradNode{n,

@@ -243,10 +243,11 @@ void zero_tile(float* tile, std::int64_t channels, int positions, std::int64_t p
   }
 }
 
-template <int m, int ks>
-void transform_input(const WinogradLayer& l, const float* src, std::int64_t first, int count,
-                     int padded, float* v) {
-  constexpr int alpha = m + ks - 1;
+// The input transform of m x m output tiles whose alpha x alpha windows start `stride` times the
+// tile's place (T::input: one column or row of a window through B^T).
+template <int m, int alpha, int stride, typename T>
+void input_tiles(const WinogradLayer& l, const float* src, std::int64_t first, int count,
+                 int padded, float* v) {
   const std::int64_t c_total = l.in_channels;
   const std::int64_t blocks = c_total / floats;
   const std::int64_t position_stride = static_cast<std::int64_t>(padded) * c_total;
@@ -257,8 +258,8 @@ void transform_input(const WinogradLayer& l, const float* src, std::int64_t firs
       continue;
     }
     const TilePlace place = place_of<m>(l, first + t);
-    const std::int64_t y0 = place.y - l.pad_top;
-    const std::int64_t x0 = place.x - l.pad_left;
+    const std::int64_t y0 = stride * place.y - l.pad_top;
+    const std::int64_t x0 = stride * place.x - l.pad_left;
     const bool inside = y0 >= 0 && x0 >= 0 && y0 + alpha <= l.height && x0 + alpha <= l.width;
     for (std::int64_t cb = 0; cb < blocks; ++cb) {
       const float* plane = src + (place.image * blocks + cb) * l.height * l.width * floats;
@@ -273,17 +274,23 @@ void transform_input(const WinogradLayer& l, const float* src, std::int64_t firs
                           : vec{};
         }
         vec result[alpha];
-        Transforms<m, ks>::input(column, result);
+        T::input(column, result);
         for (int i = 0; i < alpha; ++i) t1[i][j] = result[i];
       }
       float* out = tile_out + cb * floats;
       for (int i = 0; i < alpha; ++i) {
         vec result[alpha];
-        Transforms<m, ks>::input(t1[i], result);  // (B^T d B)[i][k] = (B^T (B^T d)[i]^T)[k]
+        T::input(t1[i], result);  // (B^T d B)[i][k] = (B^T (B^T d)[i]^T)[k]
         for (int k = 0; k < alpha; ++k) store(out + (i * alpha + k) * position_stride, result[k]);
       }
     }
   }
+}
+
+template <int m, int ks>
+void transform_input(const WinogradLayer& l, const float* src, std::int64_t first, int count,
+                     int padded, float* v) {
+  input_tiles<m, m + ks - 1, 1, Transforms<m, ks>>(l, src, first, count, padded, v);
 }
 
 // The register-blocked micro-kernel: rows x (vectors * floats) of C = (C if accumulating) + the
@@ -363,11 +370,12 @@ void multiply(const WinogradLayer& l, const float* v, const float* u, int padded
   }
 }
 
-template <int m, int ks>
-void transform_output(const WinogradLayer& l, const float* product, const WinogradOutputOps& ops,
-                      std::int64_t first, int count, int padded, std::int64_t k_begin,
-                      std::int64_t k_end, float* dst) {
-  constexpr int alpha = m + ks - 1;
+// The output transform of m x m output tiles from alpha x alpha product tiles, with bias and
+// post-ops (T::output: one column or row of a product tile through A^T).
+template <int m, int alpha, typename T>
+void output_tiles(const WinogradLayer& l, const float* product, const WinogradOutputOps& ops,
+                  std::int64_t first, int count, int padded, std::int64_t k_begin,
+                  std::int64_t k_end, float* dst) {
   const std::int64_t k_total = l.out_channels;
   const std::int64_t blocks = k_total / floats;
   const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
@@ -385,7 +393,7 @@ void transform_output(const WinogradLayer& l, const float* product, const Winogr
         for (int i = 0; i < alpha; ++i) {
           column[i] = load(tile + (i * alpha + j) * position_stride + k);
         }
-        Transforms<m, ks>::output(column, result);
+        T::output(column, result);
         for (int i = 0; i < m; ++i) s[i][j] = result[i];
       }
       const vec bias = ops.bias != nullptr ? load(ops.bias + k) : vec{};
@@ -393,7 +401,7 @@ void transform_output(const WinogradLayer& l, const float* product, const Winogr
           dst + (place.image * blocks + k / floats) * l.out_height * l.out_width * floats;
       for (int i = 0; i < rows_here; ++i) {
         vec y[m];
-        Transforms<m, ks>::output(s[i], y);  // (A^T p A)[i] = A^T s[i]^T
+        T::output(s[i], y);  // (A^T p A)[i] = A^T s[i]^T
         float* row = plane + ((place.y + i) * l.out_width + place.x) * floats;
         for (int j = 0; j < columns_here; ++j) {
           vec out = y[j] + bias;
@@ -409,6 +417,14 @@ void transform_output(const WinogradLayer& l, const float* product, const Winogr
       }
     }
   }
+}
+
+template <int m, int ks>
+void transform_output(const WinogradLayer& l, const float* product, const WinogradOutputOps& ops,
+                      std::int64_t first, int count, int padded, std::int64_t k_begin,
+                      std::int64_t k_end, float* dst) {
+  output_tiles<m, m + ks - 1, Transforms<m, ks>>(l, product, ops, first, count, padded, k_begin,
+                                                 k_end, dst);
 }
 
 // G g G^T for `floats` output channels at a time (a gather: the trained weights' layout is
@@ -707,6 +723,54 @@ struct Winograd1DKernels {
                                          nullptr, nullptr};
 };
 
+// 3x3 at stride 2 (WinogradStride2): tile t of an image is m x m outputs, read from a window of
+// (2m + 1)^2 input pixels at twice the tile's place; P = (2m + 1)^2 positions. The transforms are
+// the separable products by the constant matrices, their zeros skipped at compile time (the odd
+// samples' rows are copies).
+template <int m>
+struct Stride2Kernels {
+  static constexpr int points = 2 * m + 1;
+  static constexpr WinogradStride2<m> matrices = make_winograd_stride2<m>();
+
+  // y = M x for one of the constant matrices (a column or row of a window through B^T, of a
+  // product tile through A^T): once unrolled, its zeros and ones fold away.
+  template <int rows_out, int columns>
+  static void product(const double (&matrix)[rows_out][columns], const vec x[columns],
+                      vec y[rows_out]) {
+#pragma GCC unroll 16
+    for (int i = 0; i < rows_out; ++i) {
+      vec sum{};
+#pragma GCC unroll 16
+      for (int j = 0; j < columns; ++j) {
+        if (matrix[i][j] == 1) {
+          sum += x[j];
+        } else if (matrix[i][j] != 0) {
+          sum += static_cast<float>(matrix[i][j]) * x[j];
+        }
+      }
+      y[i] = sum;
+    }
+  }
+  // The transform policy of input_tiles and output_tiles.
+  struct Transform {
+    static void input(const vec d[points], vec r[points]) { product(matrices.bt, d, r); }
+    static void output(const vec p[points], vec o[m]) { product(matrices.at, p, o); }
+  };
+
+  static constexpr WinogradKernels table{floats,
+                                         block_vectors,
+                                         m,
+                                         3,
+                                         WinogradShape::stride2,
+                                         input_tiles<m, points, 2, Transform>,
+                                         multiply<points * points>,
+                                         output_tiles<m, points, Transform>,
+                                         nullptr,
+                                         nullptr,
+                                         nullptr,
+                                         nullptr};
+};
+
 }  // namespace
 
 #if TFPIN_WINOGRAD_FLOATS == 16
@@ -724,6 +788,16 @@ const WinogradKernels* winograd_1d_kernels_avx2(int tile, int kernel_size, Winog
     return row ? &Winograd1DKernels<4, 3, WinogradShape::row>::table
                : &Winograd1DKernels<4, 3, WinogradShape::column>::table;
   }
+  return nullptr;
+}
+
+#if TFPIN_WINOGRAD_FLOATS == 16
+const WinogradKernels* winograd_stride2_kernels_avx512(int tile) {
+#else
+const WinogradKernels* winograd_stride2_kernels_avx2(int tile) {
+#endif
+  if (tile == 4) return &Stride2Kernels<4>::table;
+  if (tile == 2) return &Stride2Kernels<2>::table;
   return nullptr;
 }
 

@@ -52,8 +52,9 @@ struct WinogradWeightIndex {
 constexpr int winograd_tile_rows = 6;
 
 // Which way a kernel's taps run: r x r (2-D tiles), or 1 x r along the width (Inception's 1x7 and
-// 1x3) or r x 1 along the height, whose one-dimensional F(m, r) tiles are 1 x m or m x 1.
-enum class WinogradShape : std::uint8_t { square, row, column };
+// 1x3) or r x 1 along the height, whose one-dimensional F(m, r) tiles are 1 x m or m x 1; or 3x3
+// at stride 2 (WinogradStride2).
+enum class WinogradShape : std::uint8_t { square, row, column, stride2 };
 
 // The one-dimensional F(m, r) by Toom-Cook (Lavin and Gray; Barabasz et al. 2020), computed at
 // compile time: y = A^T [(G g) . (B^T d)], with P = m + r - 1 points: the first P - 1 of
@@ -126,6 +127,40 @@ consteval Winograd1D<m, r> make_winograd_1d() {
   return t;
 }
 
+// A 3x3 convolution at stride 2 by its polyphase parts: along one dimension, output i reads
+// window samples 2i, 2i + 1 and 2i + 2, so the even samples meet taps 0 and 2 (a stride-1
+// correlation with a 2-tap kernel: F(m, 2) on m + 1 points) and the odd ones tap 1 alone (m
+// products). An m-output tile reads a window of 2m + 1 samples and takes 2m + 1 products, and the
+// 2-D tile the tensor product: (2m + 1)^2 products for m^2 outputs, 81 for 16 with m = 4 where the
+// direct kernel does 144 (the approach of Yepez and Ko, "Stride 2 1-D, 2-D, and 3-D Winograd for
+// convolutional neural networks", 2020). Points 0..m are F(m, 2)'s on window samples 0, 2, .., 2m;
+// point m + 1 + u is window sample 2u + 1.
+template <int m>
+struct WinogradStride2 {
+  static constexpr int points = 2 * m + 1;
+  double at[m][points] = {};
+  double g[points][3] = {};
+  double bt[points][points] = {};
+};
+
+template <int m>
+consteval WinogradStride2<m> make_winograd_stride2() {
+  const Winograd1D<m, 2> even = make_winograd_1d<m, 2>();
+  WinogradStride2<m> t;
+  for (int p = 0; p <= m; ++p) {
+    for (int u = 0; u <= m; ++u) t.bt[p][2 * u] = even.bt[p][u];
+    t.g[p][0] = even.g[p][0];
+    t.g[p][2] = even.g[p][1];
+    for (int i = 0; i < m; ++i) t.at[i][p] = even.at[i][p];
+  }
+  for (int u = 0; u < m; ++u) {
+    t.bt[m + 1 + u][2 * u + 1] = 1;
+    t.g[m + 1 + u][1] = 1;
+    t.at[u][m + 1 + u] = 1;
+  }
+  return t;
+}
+
 struct WinogradKernels {
   int vector_floats = 0;      // the ISA's channel block
   int max_block_vectors = 0;  // output channels per micro-kernel call, in vectors
@@ -175,5 +210,9 @@ const WinogradKernels* winograd_kernels_avx512(int tile, int kernel_size);
 // (input, multiply and output; the training members are null). Null for others.
 const WinogradKernels* winograd_1d_kernels_avx2(int tile, int kernel_size, WinogradShape shape);
 const WinogradKernels* winograd_1d_kernels_avx512(int tile, int kernel_size, WinogradShape shape);
+// 3x3 at stride 2 (WinogradStride2) with m x m output tiles, m = 2 or 4, inference only. Null for
+// others.
+const WinogradKernels* winograd_stride2_kernels_avx2(int tile);
+const WinogradKernels* winograd_stride2_kernels_avx512(int tile);
 
 }  // namespace tfpin::engine::detail
