@@ -262,7 +262,7 @@ TEST(Schedule, WinogradKernelsAndDirectAreTimedAndTheChoiceKept) {
   options.intra = 2;
   std::unique_ptr<Runtime> rt;
   ASSERT_TRUE(Runtime::create(g, options, &rt).ok());
-  // tfpin's own Winograd (two tile sizes) beside the compiled kernel on every ISA; oneDNN 2.6 on
+  // tfpin's own Winograd (three tile sizes) beside the compiled kernel on every ISA; oneDNN 2.6 on
   // AVX-512 adds its own two tile sizes and the direct kernel.
   EXPECT_EQ(rt->report().timed_choices, 1);
   options.winograd = false;
@@ -275,7 +275,7 @@ TEST(Schedule, WinogradKernelsAndDirectAreTimedAndTheChoiceKept) {
   ASSERT_TRUE(rt->setup(inputs, outputs).ok());
   const std::uint64_t weights_compiled = rt->report().weight_bytes;
   std::vector<std::vector<float>> results;
-  for (std::size_t k = 0; k < 3 * 5 + 2; ++k) {  // the kernels in turn, then the fastest
+  for (std::size_t k = 0; k < 3 * 6 + 2; ++k) {  // the kernels in turn, then the fastest
     ASSERT_TRUE(rt->run().ok());
     results.push_back(y);
     expect_close(y, direct.y);
@@ -285,7 +285,7 @@ TEST(Schedule, WinogradKernelsAndDirectAreTimedAndTheChoiceKept) {
   const KernelChoice& choice = report.kernel_choices[0];
   const std::size_t candidates = choice.candidates.size();
   ASSERT_GE(candidates, 2U);
-  EXPECT_EQ(candidates, onednn_offers_winograd() ? 5U : 3U);
+  EXPECT_EQ(candidates, onednn_offers_winograd() ? 6U : 4U);
   const std::vector<float>& kept = results.back();
   EXPECT_EQ(results[results.size() - 2], kept);  // the choice stays
   // Each kernel rounds differently: the first runs used one each, and the kept one is one of them.
@@ -327,7 +327,7 @@ TEST(Schedule, SameShapedConvolutionsTimeEachKernelOnce) {
   const ExternalInput inputs[] = {{"x", in.data()}};
   const ExternalOutput outputs[] = {{"y", y.data()}};
   ASSERT_TRUE(rt->setup(inputs, outputs).ok());
-  for (int k = 0; k < 15; ++k) ASSERT_TRUE(rt->run().ok());  // 3 x 5 trial runs at most
+  for (int k = 0; k < 18; ++k) ASSERT_TRUE(rt->run().ok());  // 3 x 6 trial runs at most
   const std::vector<KernelChoice>& choices = rt->report().kernel_choices;
   ASSERT_EQ(choices.size(), 3U);
   for (const KernelChoice& c : choices) {

@@ -199,15 +199,17 @@ TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
 
   for (unsigned intra : {1u, 2u}) {
     SCOPED_TRACE(describe(l) + fmt::format(", {} threads", intra));
-    const Trials t = run_trials(g, inputs, intra, 3 * 5 + 2);
+    const Trials t = run_trials(g, inputs, intra, 3 * 6 + 2);
     ASSERT_EQ(t.choices.size(), 1U) << "the convolution is a timed choice";
     const auto& candidates = t.choices[0].candidates;
-    // F(4x4, 3x3) and F(6x6, 3x3); F(4x4, 5x5); F(4, r) along the row or column; at stride 2,
-    // the polyphase F(4x4) and F(2x2).
+    // F(4x4, 3x3), F(6x6, 3x3) and F(2x2, 3x3); F(4x4, 5x5); F(4, r) along the row or column;
+    // at stride 2, the polyphase F(4x4) and F(2x2).
     const bool one_dimensional = l.kh() != l.kw();
     ASSERT_EQ(std::count_if(candidates.begin(), candidates.end(),
                             [](const auto& c) { return is_tfpin_winograd(c.kernel); }),
-              l.r == 3 && !one_dimensional ? 2 : 1)
+              l.r != 3 || one_dimensional ? 1
+              : l.stride == 2             ? 2
+                                          : 3)
         << "tfpin's Winograd kernels are not among the candidates";
     if (l.stride == 2) {
       for (const char* expected : {"tfpin_wino_s2_4x3", "tfpin_wino_s2_2x3"}) {
@@ -295,7 +297,7 @@ TEST(Winograd, OfferedOnlyWhereItApplies) {
     const std::int64_t c = g.tensors().front().dims[1];
     std::map<std::string, std::vector<float>> inputs{
         {"x", random_vector(static_cast<std::size_t>(12 * 12 * c), 6)}};
-    for (const KernelChoice& choice : run_trials(g, inputs, 2, 3 * 5 + 2, winograd).choices) {
+    for (const KernelChoice& choice : run_trials(g, inputs, 2, 3 * 6 + 2, winograd).choices) {
       for (const auto& candidate : choice.candidates) {
         if (is_tfpin_winograd(candidate.kernel)) return true;
       }
@@ -383,10 +385,16 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
   // ResNet-50's 3, Inception's 4 (Mixed_6a, Mixed_7a; its first layer has 3 channels).
   const bool resnet = model == Model::resnet50;
   const Forced kernels[] = {
-      {"tfpin_wino_4x3", true, 3},         {"tfpin_wino_6x3", true, 3},
-      {"tfpin_wino_4x5", has_five, 1},     {"tfpin_wino_1x4_", inception, 17},
-      {"tfpin_wino_4x1_", inception, 17},  {"tfpin_wino_s2_4x3", resnet, 3},
-      {"tfpin_wino_s2_4x3", inception, 4}, {"tfpin_wino_s2_2x3", resnet || inception, 3}};
+      {"tfpin_wino_4x3", true, 3},
+      {"tfpin_wino_6x3", true, 3},
+      {"tfpin_wino_2x3", true, 3},
+      {"tfpin_wino_4x5", has_five, 1},
+      {"tfpin_wino_1x4_", inception, 17},
+      {"tfpin_wino_4x1_", inception, 17},
+      {"tfpin_wino_s2_4x3", resnet, 3},
+      {"tfpin_wino_s2_4x3", inception, 4},
+      {"tfpin_wino_s2_2x3", resnet || inception, 3},
+  };
   for (const auto& [tile, applies, min_layers] : kernels) {
     if (!applies) continue;
     SCOPED_TRACE(tile);

@@ -1,9 +1,9 @@
-// tfpin's own Winograd convolutions F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5) (Lavin and Gray,
-// "Fast Algorithms for Convolutional Neural Networks", 2015): Y = A^T [(G g G^T) . (B^T d B)] A
-// per m x m output tile, (m + r - 1)^2 products per tile and channel pair where the direct kernel
-// does r^2 m^2. oneDNN 2.x has F(4x4, 3x3) for AVX-512 only and oneDNN 3.x none; these run on AVX2
-// and AVX-512 from one source (winograd_kernels.cpp) and are timed against oneDNN's kernels like
-// theirs against each other.
+// tfpin's own Winograd convolutions F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5) (Lavin
+// and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015): Y = A^T [(G g G^T) . (B^T d
+// B)] A per m x m output tile, (m + r - 1)^2 products per tile and channel pair where the direct
+// kernel does r^2 m^2. oneDNN 2.x has F(4x4, 3x3) for AVX-512 only and oneDNN 3.x none; these run
+// on AVX2 and AVX-512 from one source (winograd_kernels.cpp) and are timed against oneDNN's kernels
+// like theirs against each other.
 //
 // Per block of tiles, on each thread: the input transform into V[P][tiles][C], P matrix products
 // with the transformed weights U[P][C][K] into M[P][tiles][K], the output transform with bias and
@@ -68,11 +68,14 @@ const WinogradKernels* kernels_stride2_for(std::int64_t block, int tile) {
   return nullptr;
 }
 
-// The tile sizes tfpin has for a kernel size: both timed for 3x3 (F(6x6) does 1.8 multiplications
+// The tile sizes tfpin has for a kernel size: all timed for 3x3 (F(6x6) does 1.8 multiplications
 // per output where F(4x4) does 2.25, with more transform work and rounding, and more tiles past
-// the image's edge on small images); F(4x4) for 5x5 (its 8x8 tiles are F(6x6, 3x3)'s).
-std::vector<int> tiles_for(int kernel_size) {
-  return kernel_size == 3 ? std::vector<int>{4, 6} : std::vector<int>{4};
+// the image's edge on small images; in inference F(2x2) too, 4 per output but with weights
+// 16/36 of F(4x4)'s, for batch 1, where they stream from memory every run); F(4x4) for 5x5 (its
+// 8x8 tiles are F(6x6, 3x3)'s).
+std::vector<int> tiles_for(int kernel_size, bool training) {
+  if (kernel_size != 3) return {4};
+  return training ? std::vector<int>{4, 6} : std::vector<int>{4, 6, 2};
 }
 
 // The kernel of a convolution tfpin's Winograd can run (no dilation or groups): at stride 1, 3x3 or
@@ -297,7 +300,11 @@ std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_
   const int r = kernel_size;
   const int alpha = tile + r - 1;
   std::array<Row, 8> g{};
-  if (alpha == 6) {
+  if (alpha == 4) {
+    // F(2x2, 3x3): the Toom-Cook matrices of its kernels (points 0, 1, -1, infinity).
+    static constexpr Winograd1D<2, 3> f23 = make_winograd_1d<2, 3>();
+    for (std::size_t i = 0; i < 4; ++i) std::copy(f23.g[i], f23.g[i] + 3, g[i].begin());
+  } else if (alpha == 6) {
     std::copy(g6.begin(), g6.end(), g.begin());
   } else {
     std::copy(g8.begin(), g8.end(), g.begin());
@@ -662,7 +669,7 @@ void add_tiles(Lowering& l, const std::string& name, Step& step, std::int64_t bl
                     has_bias, source);
     return;
   }
-  for (int tile : tiles_for(kernel_size)) {
+  for (int tile : tiles_for(kernel_size, l.training())) {
     add_alternative(l, name, step, layer, kernels_for(block, tile, kernel_size), ops, has_bias,
                     source);
   }
@@ -798,7 +805,7 @@ bool add_winograd_weight_gradient_alternative(Lowering& l, int node, Step& step,
   auto offsets = separable_offsets(diff_weights_md);
   if (!offsets) return false;
   const WinogradLayer layer = layer_of(w->in, w->out, w->conv.padding[0], w->conv.padding[1]);
-  for (int tile : tiles_for(w->kernel_size)) {
+  for (int tile : tiles_for(w->kernel_size, true)) {
     add_weight_gradient_alternative(l, step, layer, kernels_for(block, tile, w->kernel_size),
                                     has_bias, *offsets);
   }

@@ -29,6 +29,42 @@ inline vec load(const float* p) { return *reinterpret_cast<const vec*>(p); }
 inline void store(float* p, vec x) { *reinterpret_cast<vec*>(p) = x; }
 inline vec splat(float x) { return x - vec{}; }  // x - 0 is x (x + 0 is not, for -0)
 
+// y = M x (or M^T x) for a constant matrix of the transforms (a static constexpr member): once
+// unrolled, its zeros and ones fold away.
+template <int rows_out, int columns>
+void product(const double (&matrix)[rows_out][columns], const vec x[columns], vec y[rows_out]) {
+#pragma GCC unroll 16
+  for (int i = 0; i < rows_out; ++i) {
+    vec sum{};
+#pragma GCC unroll 16
+    for (int j = 0; j < columns; ++j) {
+      if (matrix[i][j] == 1) {
+        sum += x[j];
+      } else if (matrix[i][j] != 0) {
+        sum += static_cast<float>(matrix[i][j]) * x[j];
+      }
+    }
+    y[i] = sum;
+  }
+}
+template <int rows_in, int columns>
+void transposed_product(const double (&matrix)[rows_in][columns], const vec x[rows_in],
+                        vec y[columns]) {
+#pragma GCC unroll 16
+  for (int j = 0; j < columns; ++j) {
+    vec sum{};
+#pragma GCC unroll 16
+    for (int i = 0; i < rows_in; ++i) {
+      if (matrix[i][j] == 1) {
+        sum += x[i];
+      } else if (matrix[i][j] != 0) {
+        sum += static_cast<float>(matrix[i][j]) * x[i];
+      }
+    }
+    y[j] = sum;
+  }
+}
+
 // B^T d for one column of an input tile, A^T m for one column of a product tile (Lavin and Gray).
 // F(4x4, 3x3): 6x6 tiles, points 0, +-1, +-2 and infinity.
 template <int m, int ks>
@@ -215,6 +251,20 @@ struct Transforms<4, 5> {
     r[3] = (-2.0f / 9) * b + (8.0f / 90) * d + (4.0f / 45) * f;
     r[4] = (-2.0f / 9) * a + (16.0f / 90) * c + (2.0f / 45) * e + x[7];
   }
+};
+
+// F(2x2, 3x3): 4x4 tiles, points 0, 1, -1 and infinity, from the Toom-Cook matrices
+// (Winograd1D): 16 products per 4 outputs (F(4x4): 36 per 16), but U is 1.8x the plain weights
+// (F(4x4): 4x), which batch 1 streams from memory every run, and no tiles past the edge of 14x14
+// and 7x7 images.
+template <>
+struct Transforms<2, 3> {
+  static constexpr Winograd1D<2, 3> t = make_winograd_1d<2, 3>();
+  static void input(const vec d[4], vec r[4]) { product(t.bt, d, r); }
+  static void output(const vec p[4], vec o[2]) { product(t.at, p, o); }
+  static void weight(const vec g[3], vec r[4]) { product(t.g, g, r); }
+  static void gradient(const vec y[2], vec r[4]) { transposed_product(t.at, y, r); }
+  static void weight_gradient(const vec x[4], vec r[3]) { transposed_product(t.g, x, r); }
 };
 
 // (Not std::clamp: no template from a header here.)
@@ -732,25 +782,6 @@ struct Stride2Kernels {
   static constexpr int points = 2 * m + 1;
   static constexpr WinogradStride2<m> matrices = make_winograd_stride2<m>();
 
-  // y = M x for one of the constant matrices (a column or row of a window through B^T, of a
-  // product tile through A^T): once unrolled, its zeros and ones fold away.
-  template <int rows_out, int columns>
-  static void product(const double (&matrix)[rows_out][columns], const vec x[columns],
-                      vec y[rows_out]) {
-#pragma GCC unroll 16
-    for (int i = 0; i < rows_out; ++i) {
-      vec sum{};
-#pragma GCC unroll 16
-      for (int j = 0; j < columns; ++j) {
-        if (matrix[i][j] == 1) {
-          sum += x[j];
-        } else if (matrix[i][j] != 0) {
-          sum += static_cast<float>(matrix[i][j]) * x[j];
-        }
-      }
-      y[i] = sum;
-    }
-  }
   // The transform policy of input_tiles and output_tiles.
   struct Transform {
     static void input(const vec d[points], vec r[points]) { product(matrices.bt, d, r); }
@@ -806,6 +837,7 @@ const WinogradKernels* winograd_kernels_avx512(int tile, int kernel_size) {
 #else
 const WinogradKernels* winograd_kernels_avx2(int tile, int kernel_size) {
 #endif
+  if (tile == 2 && kernel_size == 3) return &kernels<2, 3>;
   if (tile == 4 && kernel_size == 3) return &kernels<4, 3>;
   if (tile == 6 && kernel_size == 3) return &kernels<6, 3>;
   if (tile == 4 && kernel_size == 5) return &kernels<4, 5>;

@@ -1,7 +1,7 @@
-// tfpin's own Winograd F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5) convolutions, the vectorised parts
-// (winograd_kernels.cpp, built once per ISA: the channel block of the activations' layout is one
-// vector register, 8 floats with AVX2 and 16 with AVX-512). The driver and the weight transform are
-// in winograd.cpp.
+// tfpin's own Winograd F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5) convolutions, the
+// vectorised parts (winograd_kernels.cpp, built once per ISA: the channel block of the activations'
+// layout is one vector register, 8 floats with AVX2 and 16 with AVX-512). The driver and the weight
+// transform are in winograd.cpp.
 //
 // Layouts, for P = (m + r - 1)^2 positions of an m x m output tile and r x r kernel (36 for
 // F(4x4, 3x3), 64 for F(6x6, 3x3) and F(4x4, 5x5)):
@@ -202,8 +202,8 @@ struct WinogradKernels {
                           std::int64_t k_begin, std::int64_t k_end, float* dw);
 };
 
-// F(tile x tile, kernel_size x kernel_size): F(4x4, 3x3), F(6x6, 3x3) or F(4x4, 5x5); null for
-// others. Built with -mavx2 -mfma and -mavx512f: call only where the CPU has them.
+// F(tile x tile, kernel_size x kernel_size): F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3) or F(4x4, 5x5);
+// null for others. Built with -mavx2 -mfma and -mavx512f: call only where the CPU has them.
 const WinogradKernels* winograd_kernels_avx2(int tile, int kernel_size);
 const WinogradKernels* winograd_kernels_avx512(int tile, int kernel_size);
 // F(m, r) along a row (1 x r kernels) or a column (r x 1): F(4, 7) and F(4, 3), inference only
