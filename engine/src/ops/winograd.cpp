@@ -274,12 +274,46 @@ struct WinogradWeightGradient {
   }
 };
 
-// G g G^T for every output and input channel pair, in U's layout (winograd_kernels.hpp). In double:
-// the transforms' fractions are not exact in float.
+// G's rows (up to 9: stride 2's F(4x4)), each up to 5 taps.
+using WeightRow = std::array<double, 5>;
+using WeightMatrix = std::array<WeightRow, 9>;
+
+// G g G^T for every output and input channel pair, for G of alpha rows and r taps (r x r kernels),
+// in U's layout (winograd_kernels.hpp). In double: the transforms' fractions are not exact in
+// float.
 std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_t k_total,
-                                     std::int64_t c_total, std::int64_t block_width, int tile,
-                                     int kernel_size) {
-  using Row = std::array<double, 5>;
+                                     std::int64_t c_total, std::int64_t block_width,
+                                     const WeightMatrix& g, int alpha, int r) {
+  const std::int64_t positions = alpha * alpha;
+  std::vector<float> u(static_cast<std::size_t>(positions * k_total * c_total));
+  for (std::int64_t k = 0; k < k_total; ++k) {
+    const std::int64_t k0 = k / block_width * block_width;
+    const std::int64_t width = std::min(block_width, k_total - k0);
+    for (std::int64_t c = 0; c < c_total; ++c) {
+      const float* w = &oihw[static_cast<std::size_t>((k * c_total + c) * r * r)];
+      WeightMatrix gw{};  // G g
+      for (int i = 0; i < alpha; ++i) {
+        for (int j = 0; j < r; ++j) {
+          for (int t = 0; t < r; ++t) gw[i][j] += g[i][t] * w[t * r + j];
+        }
+      }
+      for (int i = 0; i < alpha; ++i) {
+        for (int j = 0; j < alpha; ++j) {
+          double value = 0;
+          for (int t = 0; t < r; ++t) value += gw[i][t] * g[j][t];
+          const std::int64_t p = i * alpha + j;
+          const std::int64_t at = p * c_total * k_total + k0 * c_total + c * width + (k - k0);
+          u[static_cast<std::size_t>(at)] = static_cast<float>(value);
+        }
+      }
+    }
+  }
+  return u;
+}
+
+// The square kernels' G: F(tile x tile, kernel_size x kernel_size).
+WeightMatrix square_weight_matrix(int tile, int kernel_size) {
+  using Row = WeightRow;
   // F(4x4, 3x3): points 0, 1, -1, 2, -2, infinity.
   static constexpr std::array<Row, 6> g6 = {{{1.0 / 4, 0, 0},
                                              {-1.0 / 6, -1.0 / 6, -1.0 / 6},
@@ -299,7 +333,7 @@ std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_
        {32.0 / 45, -16.0 / 45, 8.0 / 45, -4.0 / 45, 2.0 / 45}}};
   const int r = kernel_size;
   const int alpha = tile + r - 1;
-  std::array<Row, 8> g{};
+  WeightMatrix g{};
   if (alpha == 4) {
     // F(2x2, 3x3): the Toom-Cook matrices of its kernels (points 0, 1, -1, infinity).
     static constexpr Winograd1D<2, 3> f23 = make_winograd_1d<2, 3>();
@@ -310,31 +344,17 @@ std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_
     std::copy(g8.begin(), g8.end(), g.begin());
     g[7][static_cast<std::size_t>(r - 1)] = 1;
   }
-  const std::int64_t positions = alpha * alpha;
-  std::vector<float> u(static_cast<std::size_t>(positions * k_total * c_total));
-  for (std::int64_t k = 0; k < k_total; ++k) {
-    const std::int64_t k0 = k / block_width * block_width;
-    const std::int64_t width = std::min(block_width, k_total - k0);
-    for (std::int64_t c = 0; c < c_total; ++c) {
-      const float* w = &oihw[static_cast<std::size_t>((k * c_total + c) * r * r)];
-      std::array<Row, 8> gw{};  // G g
-      for (int i = 0; i < alpha; ++i) {
-        for (int j = 0; j < r; ++j) {
-          for (int t = 0; t < r; ++t) gw[i][j] += g[i][t] * w[t * r + j];
-        }
-      }
-      for (int i = 0; i < alpha; ++i) {
-        for (int j = 0; j < alpha; ++j) {
-          double value = 0;
-          for (int t = 0; t < r; ++t) value += gw[i][t] * g[j][t];
-          const std::int64_t p = i * alpha + j;
-          const std::int64_t at = p * c_total * k_total + k0 * c_total + c * width + (k - k0);
-          u[static_cast<std::size_t>(at)] = static_cast<float>(value);
-        }
-      }
-    }
-  }
-  return u;
+  return g;
+}
+
+// Stride 2's G (WinogradStride2: 2 tile + 1 rows, 3 taps).
+template <int tile>
+WeightMatrix stride2_weight_matrix() {
+  static constexpr WinogradStride2<tile> matrices = make_winograd_stride2<tile>();
+  WeightMatrix g{};
+  for (std::size_t i = 0; i < WinogradStride2<tile>::points; ++i)
+    std::copy(matrices.g[i], matrices.g[i] + 3, g[i].begin());
+  return g;
 }
 
 // G g for a one-dimensional F(tile, r) (1 x r or r x 1 kernels: r taps in a row of oihw either
@@ -361,48 +381,19 @@ std::vector<float> transform_weights_1d(const std::vector<float>& oihw, std::int
   return u;
 }
 
-// G g G^T for 3x3 at stride 2 (WinogradStride2), in U's layout.
-template <int tile>
-std::vector<float> transform_weights_stride2(const std::vector<float>& oihw, std::int64_t k_total,
-                                             std::int64_t c_total, std::int64_t block_width) {
-  static constexpr WinogradStride2<tile> matrices = make_winograd_stride2<tile>();
-  constexpr int points = WinogradStride2<tile>::points;
-  std::vector<float> u(static_cast<std::size_t>(points * points * k_total * c_total));
-  for (std::int64_t k = 0; k < k_total; ++k) {
-    const std::int64_t k0 = k / block_width * block_width;
-    const std::int64_t width = std::min(block_width, k_total - k0);
-    for (std::int64_t c = 0; c < c_total; ++c) {
-      const float* w = &oihw[static_cast<std::size_t>((k * c_total + c) * 9)];
-      std::array<std::array<double, 3>, points> gw{};  // G g
-      for (int i = 0; i < points; ++i) {
-        for (int j = 0; j < 3; ++j) {
-          for (int t = 0; t < 3; ++t) gw[i][j] += matrices.g[i][t] * w[t * 3 + j];
-        }
-      }
-      for (int i = 0; i < points; ++i) {
-        for (int j = 0; j < points; ++j) {
-          double value = 0;
-          for (int t = 0; t < 3; ++t) value += gw[i][t] * matrices.g[j][t];
-          const std::int64_t p = i * points + j;
-          const std::int64_t at = p * c_total * k_total + k0 * c_total + c * width + (k - k0);
-          u[static_cast<std::size_t>(at)] = static_cast<float>(value);
-        }
-      }
-    }
-  }
-  return u;
-}
-
 std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_t k_total,
                                      std::int64_t c_total, std::int64_t block_width,
                                      const WinogradKernels& kernels) {
   if (kernels.shape == WinogradShape::stride2) {
-    return kernels.tile == 4 ? transform_weights_stride2<4>(oihw, k_total, c_total, block_width)
-                             : transform_weights_stride2<2>(oihw, k_total, c_total, block_width);
+    return transform_weights(
+        oihw, k_total, c_total, block_width,
+        kernels.tile == 4 ? stride2_weight_matrix<4>() : stride2_weight_matrix<2>(),
+        2 * kernels.tile + 1, 3);
   }
   if (kernels.shape == WinogradShape::square) {
-    return transform_weights(oihw, k_total, c_total, block_width, kernels.tile,
-                             kernels.kernel_size);
+    return transform_weights(oihw, k_total, c_total, block_width,
+                             square_weight_matrix(kernels.tile, kernels.kernel_size),
+                             kernels.tile + kernels.kernel_size - 1, kernels.kernel_size);
   }
   return kernels.kernel_size == 7 ? transform_weights_1d<4, 7>(oihw, k_total, c_total, block_width)
                                   : transform_weights_1d<4, 3>(oihw, k_total, c_total, block_width);

@@ -32,7 +32,8 @@ inline vec splat(float x) { return x - vec{}; }  // x - 0 is x (x + 0 is not, fo
 // y = M x (or M^T x) for a constant matrix of the transforms (a static constexpr member): once
 // unrolled, its zeros and ones fold away.
 template <int rows_out, int columns>
-void product(const double (&matrix)[rows_out][columns], const vec x[columns], vec y[rows_out]) {
+void constant_product(const double (&matrix)[rows_out][columns], const vec x[columns],
+                      vec y[rows_out]) {
 #pragma GCC unroll 16
   for (int i = 0; i < rows_out; ++i) {
     vec sum{};
@@ -48,8 +49,8 @@ void product(const double (&matrix)[rows_out][columns], const vec x[columns], ve
   }
 }
 template <int rows_in, int columns>
-void transposed_product(const double (&matrix)[rows_in][columns], const vec x[rows_in],
-                        vec y[columns]) {
+void transposed_constant_product(const double (&matrix)[rows_in][columns], const vec x[rows_in],
+                                 vec y[columns]) {
 #pragma GCC unroll 16
   for (int j = 0; j < columns; ++j) {
     vec sum{};
@@ -260,11 +261,11 @@ struct Transforms<4, 5> {
 template <>
 struct Transforms<2, 3> {
   static constexpr Winograd1D<2, 3> t = make_winograd_1d<2, 3>();
-  static void input(const vec d[4], vec r[4]) { product(t.bt, d, r); }
-  static void output(const vec p[4], vec o[2]) { product(t.at, p, o); }
-  static void weight(const vec g[3], vec r[4]) { product(t.g, g, r); }
-  static void gradient(const vec y[2], vec r[4]) { transposed_product(t.at, y, r); }
-  static void weight_gradient(const vec x[4], vec r[3]) { transposed_product(t.g, x, r); }
+  static void input(const vec d[4], vec r[4]) { constant_product(t.bt, d, r); }
+  static void output(const vec p[4], vec o[2]) { constant_product(t.at, p, o); }
+  static void weight(const vec g[3], vec r[4]) { constant_product(t.g, g, r); }
+  static void gradient(const vec y[2], vec r[4]) { transposed_constant_product(t.at, y, r); }
+  static void weight_gradient(const vec x[4], vec r[3]) { transposed_constant_product(t.g, x, r); }
 };
 
 // (Not std::clamp: no template from a header here.)
@@ -714,15 +715,10 @@ struct Winograd1DKernels {
           d[j] = line_inside && j >= lo && j < hi ? load(plane + first_tap + j * step) : vec{};
         }
         float* out = tile_out + cb * floats;
+        vec transformed[points];
+        constant_product(matrices.bt, d, transformed);
 #pragma GCC unroll 16
-        for (int p = 0; p < points; ++p) {
-          vec sum{};
-#pragma GCC unroll 16
-          for (int j = 0; j < points; ++j) {
-            if (matrices.bt[p][j] != 0) sum += static_cast<float>(matrices.bt[p][j]) * d[j];
-          }
-          store(out + p * position_stride, sum);
-        }
+        for (int p = 0; p < points; ++p) store(out + p * position_stride, transformed[p]);
       }
     }
   }
@@ -746,14 +742,12 @@ struct Winograd1DKernels {
         const vec bias = ops.bias != nullptr ? load(ops.bias + k) : vec{};
         float* plane = dst + (at.image * blocks + k / floats) * l.out_height * l.out_width * floats;
         float* first_out = plane + (at.y * l.out_width + at.x) * floats;
+        vec outputs[m];
+        constant_product(matrices.at, mp, outputs);
 #pragma GCC unroll 8
         for (int i = 0; i < m; ++i) {
           if (i >= here) break;
-          vec out = bias;
-#pragma GCC unroll 16
-          for (int p = 0; p < points; ++p) {
-            if (matrices.at[i][p] != 0) out += static_cast<float>(matrices.at[i][p]) * mp[p];
-          }
+          vec out = outputs[i] + bias;
           float* y = first_out + i * step;
           for (int o = 0; o < ops.count; ++o) {
             if (ops.ops[o] == WinogradPostOp::sum) {
@@ -784,8 +778,8 @@ struct Stride2Kernels {
 
   // The transform policy of input_tiles and output_tiles.
   struct Transform {
-    static void input(const vec d[points], vec r[points]) { product(matrices.bt, d, r); }
-    static void output(const vec p[points], vec o[m]) { product(matrices.at, p, o); }
+    static void input(const vec d[points], vec r[points]) { constant_product(matrices.bt, d, r); }
+    static void output(const vec p[points], vec o[m]) { constant_product(matrices.at, p, o); }
   };
 
   static constexpr WinogradKernels table{floats,
