@@ -178,7 +178,7 @@ struct WinogradConvolution {
         }
         const auto [k_begin, k_end] = channels(item % k_parts);
         if (k_begin == k_end) continue;
-        kernels->multiply(layer, v, u, padded, k_begin, k_end, m);
+        kernels->multiply(layer, v, u, padded, count, k_begin, k_end, m);
         kernels->output(layer, m, with_bias, first, count, padded, k_begin, k_end, dst);
       }
     }
@@ -507,8 +507,9 @@ void balance_work(WinogradConvolution& conv, std::int64_t cached_tile_block) {
       for (std::int64_t item = items * t / threads; item < items * (t + 1) / threads; ++item) {
         const std::int64_t block = item / parts;
         const std::int64_t part = item % parts;
-        const auto tiles =
-            static_cast<double>(rows * std::min(block_groups, row_groups - block * block_groups));
+        // The block's tiles (the micro-kernel's last call takes only the rows left).
+        const auto tiles = static_cast<double>(
+            std::min(rows * block_groups, conv.tiles - block * block_groups * rows));
         // The part's output vectors, on whole channel blocks (WinogradConvolution::channels).
         const auto out = static_cast<double>(
             std::min(vectors, channel_blocks * (part + 1) / parts * block_vectors) -

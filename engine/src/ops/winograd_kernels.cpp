@@ -344,51 +344,95 @@ void transform_input(const WinogradLayer& l, const float* src, std::int64_t firs
   input_tiles<m, m + ks - 1, 1, Transforms<m, ks>>(l, src, first, count, padded, v);
 }
 
-// The register-blocked micro-kernel: rows x (vectors * floats) of C = (C if accumulating) + the
-// sum over `steps` of a column of A (rows, broadcast) times a row of B (vectors). A's element
+// The register-blocked micro-kernel: height rows x (vectors * floats) of C = (C if accumulating) +
+// the sum over `steps` of a column of A (rows, broadcast) times a row of B (vectors). A's element
 // (row r, step s) is at a[r * a_stride + s], or a[s * a_stride + r] when A is transposed; B's row s
-// at b + s * b_stride.
-template <int vectors, bool a_transposed>
+// at b + s * b_stride. With `next` set, it also asks for rows of a B shaped like this one at `next`
+// to be brought into L2: rows first_row, first_row + every, ... (the caller's calls share them).
+template <int vectors, bool a_transposed, int height = rows>
 void micro_kernel(const float* a, std::int64_t a_stride, const float* b, std::int64_t b_stride,
-                  std::int64_t steps, bool accumulating, float* c, std::int64_t c_stride) {
-  vec acc[rows][vectors];
+                  std::int64_t steps, bool accumulating, float* c, std::int64_t c_stride,
+                  const float* next = nullptr, int first_row = 0, int every = 1) {
+  constexpr int line_floats = 64 / sizeof(float);
+  vec acc[height][vectors];
 #pragma GCC unroll 8
-  for (int r = 0; r < rows; ++r) {
+  for (int r = 0; r < height; ++r) {
 #pragma GCC unroll 8
     for (int k = 0; k < vectors; ++k) {
       acc[r][k] = accumulating ? load(c + r * c_stride + k * floats) : vec{};
     }
   }
-  for (std::int64_t s = 0; s < steps; ++s) {
+  auto step = [&](std::int64_t s) __attribute__((always_inline)) {
     vec w[vectors];
 #pragma GCC unroll 8
     for (int k = 0; k < vectors; ++k) w[k] = load(b + s * b_stride + k * floats);
 #pragma GCC unroll 8
-    for (int r = 0; r < rows; ++r) {
+    for (int r = 0; r < height; ++r) {
       const vec x = splat(a_transposed ? a[s * a_stride + r] : a[r * a_stride + s]);
 #pragma GCC unroll 8
       for (int k = 0; k < vectors; ++k) acc[r][k] += x * w[k];
     }
+  };
+  if (next != nullptr) {
+    int wait = first_row;
+    for (std::int64_t s = 0; s < steps; ++s) {
+      if (wait-- == 0) {
+#pragma GCC unroll 8
+        for (int f = 0; f < vectors * floats; f += line_floats) {
+          __builtin_prefetch(next + s * b_stride + f, 0, 2);
+        }
+        wait = every - 1;
+      }
+      step(s);
+    }
+  } else {
+    for (std::int64_t s = 0; s < steps; ++s) step(s);
   }
 #pragma GCC unroll 8
-  for (int r = 0; r < rows; ++r) {
+  for (int r = 0; r < height; ++r) {
 #pragma GCC unroll 8
     for (int k = 0; k < vectors; ++k) store(c + r * c_stride + k * floats, acc[r][k]);
   }
 }
 
+// At batch 1 a block of U is used by few calls (16 tiles: 3), and the first waits for it from
+// memory unless it was fetched while the block before was in use: each call fetches its share of
+// the next block's rows into L2. Zen 4, ResNet-50 at batch 1: see engine.md. The last call takes
+// only the rows left of `count` (16 tiles: 6 + 6 + 4, not 18 rows of products).
 template <int vectors>
-void multiply_blocks(const float* v, std::int64_t c_total, const float* u, int padded, float* m,
-                     std::int64_t k_total) {
-  for (int t = 0; t < padded; t += rows) {
-    // rows tiles x (vectors * floats) of M = rows x C of V times C x (vectors * floats) of U.
-    micro_kernel<vectors, false>(v + t * c_total, c_total, u, vectors * floats, c_total, false,
-                                 m + t * k_total, k_total);
+void multiply_blocks(const float* v, std::int64_t c_total, const float* u, int count, float* m,
+                     std::int64_t k_total, const float* next) {
+  const int calls = (count + rows - 1) / rows;
+  auto call = [&]<int height>(int t) {
+    // height tiles x (vectors * floats) of M = height x C of V times C x (vectors * floats) of U.
+    micro_kernel<vectors, false, height>(v + t * c_total, c_total, u, vectors * floats, c_total,
+                                         false, m + t * k_total, k_total, next, t / rows, calls);
+  };
+  int t = 0;
+  for (; t + rows <= count; t += rows) call.template operator()<rows>(t);
+  switch (count - t) {
+    case 1:
+      call.template operator()<1>(t);
+      break;
+    case 2:
+      call.template operator()<2>(t);
+      break;
+    case 3:
+      call.template operator()<3>(t);
+      break;
+    case 4:
+      call.template operator()<4>(t);
+      break;
+    case 5:
+      call.template operator()<5>(t);
+      break;
+    default:
+      break;
   }
 }
 
 template <int positions>
-void multiply(const WinogradLayer& l, const float* v, const float* u, int padded,
+void multiply(const WinogradLayer& l, const float* v, const float* u, int padded, int count,
               std::int64_t k_begin, std::int64_t k_end, float* product) {
   const std::int64_t c_total = l.in_channels;
   const std::int64_t k_total = l.out_channels;
@@ -401,20 +445,24 @@ void multiply(const WinogradLayer& l, const float* v, const float* u, int padded
       const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
       const float* ub = up + k0 * c_total;
       float* mb = mp + k0;
+      // The block after this one: the next output channels, or the next position's first.
+      const float* next = k0 + full < k_end   ? ub + width * c_total
+                          : p + 1 < positions ? up + c_total * k_total + k_begin * c_total
+                                              : nullptr;
       switch (width / floats) {
         case 1:
-          multiply_blocks<1>(vp, c_total, ub, padded, mb, k_total);
+          multiply_blocks<1>(vp, c_total, ub, count, mb, k_total, next);
           break;
 #if TFPIN_WINOGRAD_FLOATS == 16
         case 2:
-          multiply_blocks<2>(vp, c_total, ub, padded, mb, k_total);
+          multiply_blocks<2>(vp, c_total, ub, count, mb, k_total, next);
           break;
         case 3:
-          multiply_blocks<3>(vp, c_total, ub, padded, mb, k_total);
+          multiply_blocks<3>(vp, c_total, ub, count, mb, k_total, next);
           break;
 #endif
         default:
-          multiply_blocks<block_vectors>(vp, c_total, ub, padded, mb, k_total);
+          multiply_blocks<block_vectors>(vp, c_total, ub, count, mb, k_total, next);
           break;
       }
     }

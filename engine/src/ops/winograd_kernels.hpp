@@ -171,11 +171,11 @@ struct WinogradKernels {
   // count to padded (a multiple of winograd_tile_rows) are zero.
   void (*input)(const WinogradLayer& layer, const float* src, std::int64_t first, int count,
                 int padded, float* v);
-  // M[p][t][k_begin, k_end) = V[p][t][:] U[p][:][k_begin, k_end), for t < padded; k_begin and
-  // k_end on the output-channel blocks of U (multiples of max_block_vectors * vector_floats, or
-  // the end).
+  // M[p][t][k_begin, k_end) = V[p][t][:] U[p][:][k_begin, k_end), for t < count (V and M have
+  // padded rows per position; rows from count on are left as they were); k_begin and k_end on
+  // the output-channel blocks of U (multiples of max_block_vectors * vector_floats, or the end).
   void (*multiply)(const WinogradLayer& layer, const float* v, const float* u, int padded,
-                   std::int64_t k_begin, std::int64_t k_end, float* m);
+                   int count, std::int64_t k_begin, std::int64_t k_end, float* m);
   // The output tiles [first, first + count), channels [k_begin, k_end), from M, with the ops.
   void (*output)(const WinogradLayer& layer, const float* m, const WinogradOutputOps& ops,
                  std::int64_t first, int count, int padded, std::int64_t k_begin,
