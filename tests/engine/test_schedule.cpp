@@ -2,6 +2,7 @@
 // lane's cores, small steps on one thread, and the ready step on the longest remaining path first.
 // Observed through the runtime's report and trace, with results checked against the same graph
 // compiled without elastic threads.
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 
@@ -10,6 +11,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_util.hpp"
@@ -208,6 +210,42 @@ TEST(Schedule, UnpinnedLanesStayNarrow) {
   options.lanes = 2;
   const Result r = run(branchy_graph(), options);
   EXPECT_EQ(r.report.wide_steps, 0);
+}
+
+// Threads of this process (/proc/self/task).
+int process_threads() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (const dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+TEST(Schedule, CompilingLeavesNoOpenMpTeamOnTheCaller) {
+  // libgomp keeps a thread's team after its parallel regions; the caller's, idle, would make
+  // libgomp manage more threads than there are CPUs and throttle every team's spinning (each
+  // step then wakes its lane's team with a system call). Compiling (its weight reorders run
+  // OpenMP regions) must leave the caller as it found it: the runtime adds its lane only (unpinned
+  // lanes create their team at their first run).
+  Graph g;
+  const TensorId x = g.input("x", {1, 256, 14, 14});
+  g.output(conv3x3(g, conv3x3(g, x, 256, 256, "a", 1), 256, 256, "b", 2), "y");
+  CompileOptions options;
+  options.intra = 2;
+  options.lanes = 1;
+  int added = -1;
+  Status status;
+  // A thread of its own: no earlier test's team on it.
+  std::thread caller([&] {
+    const int before = process_threads();
+    std::unique_ptr<Runtime> rt;
+    status = Runtime::create(g, options, &rt);
+    added = process_threads() - before;
+  });
+  caller.join();
+  ASSERT_TRUE(status.ok()) << status.to_string();
+  EXPECT_EQ(added, 1);
 }
 
 TEST(Schedule, SmallStepsRunOnOneThread) {
