@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <random>
@@ -212,14 +213,26 @@ TEST(Schedule, UnpinnedLanesStayNarrow) {
   EXPECT_EQ(r.report.wide_steps, 0);
 }
 
-// Threads of this process (/proc/self/task).
+// Threads of this process (/proc/self/task), once the count holds for 20 ms: libgomp's pool
+// threads of a thread that has ended (an earlier runtime's lanes, the compile's thread) exit on
+// their own time.
 int process_threads() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (const dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
+  auto count = [] {
+    int n = 0;
+    if (DIR* d = opendir("/proc/self/task")) {
+      while (const dirent* e = readdir(d)) n += e->d_name[0] != '.';
+      closedir(d);
+    }
+    return n;
+  };
+  int last = count();
+  for (int tries = 0; tries < 100; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const int now = count();
+    if (now == last) break;
+    last = now;
   }
-  return n;
+  return last;
 }
 
 TEST(Schedule, CompilingLeavesNoOpenMpTeamOnTheCaller) {
