@@ -423,7 +423,8 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
 // transpose of the forward, bias gradient included). One SGD step of learning rate 1 from the same
 // start gives every gradient as before - after: per tile size they must match oneDNN's direct
 // kernels' (without Winograd) to Winograd's rounding. conv2 and conv3 have padding other than 1,
-// so their backward data pads differently from their forward.
+// so their backward data pads differently from their forward. 26x26 images make conv1's 196
+// tiles of 4x4 more than one weight gradient tile block for a thread (What read and added to).
 TEST(Winograd, TrainingGradientsMatchTheDirectKernels) {
   Graph g;
   std::map<std::string, std::vector<float>> initial;
@@ -439,12 +440,13 @@ TEST(Winograd, TrainingGradientsMatchTheDirectKernels) {
                          g.constant(name + ".b", {k}, initial[name + ".b"]), a, name);
   };
   const std::int64_t batch = 4;
-  TensorId y = g.relu(conv(g.input("x", {batch, 16, 10, 10}), 16, 32, {1, 1, 1, 1}, "conv1"));
-  y = g.relu(conv(y, 32, 32, {0, 1, 1, 2}, "conv2"));  // 9 x 11
-  y = g.relu(conv(y, 32, 16, {2, 2, 2, 2}, "conv3"));  // 11 x 13
-  y = conv(y, 16, 16, {1, 3, 3, 1}, "conv4", 5);       // 11 x 13, 5x5
+  const std::int64_t side = 26;
+  TensorId y = g.relu(conv(g.input("x", {batch, 16, side, side}), 16, 32, {1, 1, 1, 1}, "conv1"));
+  y = g.relu(conv(y, 32, 32, {0, 1, 1, 2}, "conv2"));  // side - 1 x side + 1
+  y = g.relu(conv(y, 32, 16, {2, 2, 2, 2}, "conv3"));  // side + 1 x side + 3
+  y = conv(y, 16, 16, {1, 3, 3, 1}, "conv4", 5);       // the same, 5x5
   Pool2D pool;
-  pool.kernel = {11, 13};  // (conv4 keeps conv3's size)
+  pool.kernel = {side + 1, side + 3};  // (conv4 keeps conv3's size)
   pool.stride = {1, 1};
   y = g.flatten(g.avg_pool(y, pool));
   initial["fc.w"] = random_vector(16 * 10, ++seed, -0.5f, 0.5f);
@@ -453,7 +455,7 @@ TEST(Winograd, TrainingGradientsMatchTheDirectKernels) {
                                      g.constant("fc.b", {10}, initial["fc.b"]), "fc")),
            "p");
   std::map<std::string, std::vector<float>> inputs{
-      {"x", random_vector(static_cast<std::size_t>(batch * 16 * 100), 7)},
+      {"x", random_vector(static_cast<std::size_t>(batch * 16 * side * side), 7)},
       {"labels", {1, 5, 9, 3}}};
 
   // The gradient of every trained tensor after one step.

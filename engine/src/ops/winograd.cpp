@@ -36,6 +36,14 @@ constexpr std::int64_t max_scratch_bytes = 32 << 20;  // per thread
 // The weight gradient's partial sums What, all threads' together ([P][C][K] each: 38 MB for a
 // 512-channel layer with F(4x4)).
 constexpr std::int64_t max_weight_gradient_sums_bytes = std::int64_t{256} << 20;
+// The weight gradient reads and writes all of a thread's What once per tile block, so its blocks
+// are longer than the cache's: at least this many tiles (ResNet-50's 56x56 and 28x28 layers at
+// batch 32 on Zen 4: 15.2 and 13.5 ms with 96 against 17.9 and 15.7 with the cache's 24 and 12),
+// and all of a thread's tiles in one block where its What is past its share of the L3 cache
+// (14x14 with 256 channels: 16.6 ms against 24.4, What written once instead of read and written
+// 9 times).
+constexpr std::int64_t min_weight_gradient_tile_block = 16 * winograd_tile_rows;
+constexpr std::int64_t weight_gradient_cached_sums_bytes = std::int64_t{4} << 20;
 
 const WinogradKernels* kernels_for(std::int64_t block, int tile, int kernel_size) {
   if (block == 16 && __builtin_cpu_supports("avx512f")) {
@@ -679,6 +687,19 @@ void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLaye
   const std::int64_t c_rows =
       (layer.in_channels + winograd_tile_rows - 1) / winograd_tile_rows * winograd_tile_rows;
   grad->w_hat_floats = (positions * c_rows * layer.out_channels + 15) / 16 * 16;
+  {
+    const std::int64_t rows = winograd_tile_rows;
+    const std::int64_t bytes_per_tile =
+        positions * std::int64_t{sizeof(float)} * (layer.in_channels + layer.out_channels);
+    const std::int64_t share = (grad->tiles + grad->threads - 1) / grad->threads;
+    std::int64_t block = std::max<std::int64_t>(grad->tile_block, min_weight_gradient_tile_block);
+    if (grad->w_hat_floats * std::int64_t{sizeof(float)} > weight_gradient_cached_sums_bytes) {
+      block = share;
+    }
+    block = std::min(block, std::max(rows, max_scratch_bytes / bytes_per_tile));
+    block = std::min(block, share);
+    grad->tile_block = static_cast<int>(std::max(rows, (block + rows - 1) / rows * rows));
+  }
   // One What per thread while they fit the budget (then each thread has its own tiles); past it,
   // one What shared by threads splitting the output channels.
   const std::int64_t threads = grad->threads;
