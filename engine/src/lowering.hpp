@@ -215,6 +215,9 @@ class Lowering {
   int gradient_as(int v, const md_t& want);
   // Gradient of node's output before its fused ReLU post-op (when it has one), in `want`.
   int gradient_before_relu(int node, const md_t& want);
+  // The gradient of the ReLU-fused node producing v from its consumers' parts in one pass: their
+  // sum where v > 0 (instead of a sum step, then a ReLU backward step reading it back).
+  int add_masked_gradient_sum(int v, const std::string& name);
   // Does the loss depend on value v through something trainable (else no gradient is computed)?
   std::vector<bool> needs_gradient;
   // SGD with momentum for the parameter in `buffer` given its gradient.

@@ -2,9 +2,11 @@
 // loss, SGD updates, and the backward pass that walks the forward nodes in reverse.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "gradient_exchange.hpp"
 #include "ops/common.hpp"
@@ -190,9 +192,66 @@ int Lowering::gradient_before_relu(int node, const md_t& want) {
   // The ReLU was fused into the forward step: its backward needs only the output (relu' = y > 0).
   const auto out = static_cast<std::size_t>(n.output);
   const md_t& y_md = value_md[out];
+  if (gradient_parts_.at(n.output).size() > 1) {
+    const int dx = add_masked_gradient_sum(n.output, n.name);
+    return reordered(dx, y_md, want, n.name + ":relu_gradient");
+  }
   const int dy = gradient_as(n.output, y_md);
   const int dx = add_relu_backward(*this, n.name, value_buffer[out], y_md, dy);
   return reordered(dx, y_md, want, n.name + ":relu_gradient");
+}
+
+namespace {
+
+// dx = (sum of the parts) where y > 0, else 0, over n floats: a chunk at a time, so that the parts
+// after the first two are added in the cache.
+void masked_sum(const float* y, const float* const* parts, std::size_t count, float* dx,
+                std::size_t n) {
+  constexpr std::ptrdiff_t chunk = 4096;
+  const auto total = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static)
+  for (std::ptrdiff_t begin = 0; begin < total; begin += chunk) {
+    const std::ptrdiff_t end = std::min(total, begin + chunk);
+    const float* a = parts[0];
+    const float* b = parts[1];
+#pragma omp simd
+    for (std::ptrdiff_t i = begin; i < end; ++i) dx[i] = a[i] + b[i];
+    for (std::size_t k = 2; k < count; ++k) {
+      const float* c = parts[k];
+#pragma omp simd
+      for (std::ptrdiff_t i = begin; i < end; ++i) dx[i] += c[i];
+    }
+#pragma omp simd
+    for (std::ptrdiff_t i = begin; i < end; ++i) dx[i] = y[i] > 0.0f ? dx[i] : 0.0f;
+  }
+}
+
+}  // namespace
+
+int Lowering::add_masked_gradient_sum(int v, const std::string& name) {
+  const auto value = static_cast<std::size_t>(v);
+  const md_t y_md = value_md[value];
+  std::vector<int> srcs;
+  for (const auto& [b, md] : gradient_parts_.at(v)) {
+    srcs.push_back(reordered(b, md, y_md, ir.values[value].name + ":gradient"));
+  }
+  const int dx = new_arena_buffer(y_md, name + ":diff_src");
+  Step step;
+  step.name = name + ":relu_backward";
+  step.op = "sum+relu_backward";
+  step.args.push_back(Arg::in(0, value_buffer[value], y_md));
+  for (int src : srcs) step.args.push_back(Arg::in(0, src, y_md));
+  step.args.push_back(Arg::out(0, dx, y_md));
+  const std::size_t count = srcs.size();
+  const std::size_t n = floats(y_md);
+  step.kernel = [count, n](const KernelCall& call) {
+    std::vector<const float*> parts(count);
+    for (std::size_t k = 0; k < count; ++k) parts[k] = static_cast<const float*>(call.data[1 + k]);
+    masked_sum(static_cast<const float*>(call.data[0]), parts.data(), count,
+               static_cast<float*>(call.data[1 + count]), n);
+  };
+  add_kernel_step(std::move(step));
+  return dx;
 }
 
 namespace {

@@ -221,6 +221,17 @@ TEST_P(TrainingOps, ResidualAddWithRelu) {
   });
 }
 
+// The stem's fused ReLU has three readers: their gradients are summed and masked in one step.
+TEST_P(TrainingOps, ReluOutputWithThreeReaders) {
+  check_gradients([](Net& n) {
+    TensorId x = n.input({2, 3, 6, 6});
+    TensorId a = n.g.relu(n.conv(x, 3, 16, 3, 1, 1, true, "stem"));
+    TensorId b = n.conv(a, 16, 16, 1, 1, 0, true, "left");
+    TensorId c = n.conv(a, 16, 16, 3, 1, 1, true, "right");
+    n.classifier(n.g.add(n.g.add(b, c), a), 16 * 6 * 6);
+  });
+}
+
 TEST_P(TrainingOps, ConcatOfUnevenChannels) {
   check_gradients([](Net& n) {
     TensorId x = n.input({2, 3, 5, 5});
@@ -379,7 +390,8 @@ TEST(TrainingGraph, BatchNormUpdatesItsRunningStatistics) {
   Net net(Layout::nchw, {});
   small_resnet(net);
   CompileOptions o;
-  o.training = TrainingOptions{0.0f, 0.0f, 0.25f, 1, 0, std::nullopt};  // learning rate 0: the batch stays the same
+  o.training = TrainingOptions{0.0f, 0.0f,        0.25f, 1,
+                               0,    std::nullopt};  // learning rate 0: the batch stays the same
   std::unique_ptr<Runtime> rt;
   ASSERT_TRUE(Runtime::create(net.g, o, &rt).ok());
   std::vector<ExternalInput> in;
