@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -417,6 +418,37 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
   }
 }
 
+// The gradient of every trained tensor of `g` (initial values `initial`) after one SGD step of
+// learning rate 1 on `inputs`, and the runtime's description of its steps.
+std::map<std::string, std::vector<float>> one_step_gradients(
+    const Graph& g, const std::map<std::string, std::vector<float>>& initial,
+    const std::map<std::string, std::vector<float>>& inputs, CompileOptions options,
+    std::string* description) {
+  options.training = TrainingOptions{1.0f, 0.0f, 0.1f, 1, 0, std::nullopt};
+  std::map<std::string, std::vector<float>> result;
+  std::unique_ptr<Runtime> rt;
+  const Status created = Runtime::create(g, options, &rt);
+  EXPECT_TRUE(created.ok()) << created.to_string();
+  if (!created.ok()) return result;
+  if (description != nullptr) *description = rt->describe();
+  std::vector<ExternalInput> in;
+  for (const TensorInfo& info : rt->inputs())
+    in.push_back({info.name, inputs.at(info.name).data()});
+  std::vector<float> p(rt->outputs().at(0).elements());
+  const ExternalOutput out[] = {{rt->outputs().at(0).name, p.data()}};
+  EXPECT_TRUE(rt->setup(in, out).ok());
+  const Status ran = rt->run();
+  EXPECT_TRUE(ran.ok()) << ran.to_string();
+  for (const auto& [name, before] : initial) {
+    std::vector<float> after;
+    EXPECT_TRUE(rt->parameter(name, &after).ok()) << name;
+    if (after.size() != before.size()) continue;
+    for (std::size_t i = 0; i < after.size(); ++i) after[i] = before[i] - after[i];
+    result[name] = after;
+  }
+  return result;
+}
+
 // Training: tfpin's Winograd runs the forward steps, the backward data steps (a convolution of
 // the output gradient by the kernel transposed and flipped), reading the trained weights in
 // oneDNN's layout and transforming them every step, and the backward weights steps (the
@@ -458,31 +490,8 @@ TEST(Winograd, TrainingGradientsMatchTheDirectKernels) {
       {"x", random_vector(static_cast<std::size_t>(batch * 16 * side * side), 7)},
       {"labels", {1, 5, 9, 3}}};
 
-  // The gradient of every trained tensor after one step.
-  auto gradients = [&](CompileOptions options, std::string* description) {
-    options.training = TrainingOptions{1.0f, 0.0f, 0.1f, 1, 0, std::nullopt};
-    std::map<std::string, std::vector<float>> result;
-    std::unique_ptr<Runtime> rt;
-    const Status created = Runtime::create(g, options, &rt);
-    EXPECT_TRUE(created.ok()) << created.to_string();
-    if (!created.ok()) return result;
-    if (description != nullptr) *description = rt->describe();
-    std::vector<ExternalInput> in;
-    for (const TensorInfo& info : rt->inputs())
-      in.push_back({info.name, inputs.at(info.name).data()});
-    std::vector<float> p(rt->outputs().at(0).elements());
-    const ExternalOutput out[] = {{rt->outputs().at(0).name, p.data()}};
-    EXPECT_TRUE(rt->setup(in, out).ok());
-    const Status ran = rt->run();
-    EXPECT_TRUE(ran.ok()) << ran.to_string();
-    for (const auto& [name, before] : initial) {
-      std::vector<float> after;
-      EXPECT_TRUE(rt->parameter(name, &after).ok()) << name;
-      if (after.size() != before.size()) continue;
-      for (std::size_t i = 0; i < after.size(); ++i) after[i] = before[i] - after[i];
-      result[name] = after;
-    }
-    return result;
+  auto gradients = [&](const CompileOptions& options, std::string* description) {
+    return one_step_gradients(g, initial, inputs, options, description);
   };
   for (unsigned intra : {1u, 2u}) {
     CompileOptions options;
@@ -521,6 +530,75 @@ TEST(Winograd, TrainingGradientsMatchTheDirectKernels) {
         EXPECT_TRUE(close(winograd.at(name), want, 1e-4, 1e-3)) << name;
       }
       EXPECT_NE(winograd.at("conv1.w"), direct.at("conv1.w"));
+    }
+  }
+}
+
+// Training's forward steps also take tfpin's stride-2 and one-dimensional Winograd (their
+// backward steps stay on oneDNN): with them forced, one SGD step gives the gradients of oneDNN's
+// direct kernels to Winograd's rounding.
+TEST(Winograd, TrainingForwardOnStrideTwoAndOneDimensionalTiles) {
+  Graph g;
+  std::map<std::string, std::vector<float>> initial;
+  std::uint64_t seed = 900;
+  auto conv = [&](TensorId x, std::int64_t c, std::int64_t k, std::int64_t r, std::int64_t s,
+                  std::array<std::int64_t, 4> pad, std::int64_t stride, const std::string& name) {
+    const float scale = 1.5f / std::sqrt(static_cast<float>(c * r * s));
+    initial[name + ".w"] =
+        random_vector(static_cast<std::size_t>(k * c * r * s), ++seed, -scale, scale);
+    initial[name + ".b"] = random_vector(static_cast<std::size_t>(k), ++seed, -0.1f, 0.1f);
+    Conv2D a;
+    a.padding = pad;
+    a.stride = {stride, stride};
+    return g.convolution(x, g.constant(name + ".w", {k, c, r, s}, initial[name + ".w"]),
+                         g.constant(name + ".b", {k}, initial[name + ".b"]), a, name);
+  };
+  const std::int64_t batch = 4;
+  TensorId y = g.relu(conv(g.input("x", {batch, 16, 23, 23}), 16, 32, 3, 3, {1, 1, 1, 1}, 2,
+                           "strided"));                                       // 12 x 12
+  y = g.relu(conv(y, 32, 32, 1, 7, {0, 3, 0, 3}, 1, "row"));                  // 1x7
+  y = g.relu(conv(y, 32, 16, 7, 1, {3, 0, 3, 0}, 1, "column"));               // 7x1
+  y = g.relu(conv(y, 16, 16, 3, 3, {0, 1, 1, 0}, 2, "strided_uneven_pads"));  // 6 x 6
+  Pool2D pool;
+  pool.kernel = {6, 6};
+  pool.stride = {1, 1};
+  y = g.flatten(g.avg_pool(y, pool));
+  initial["fc.w"] = random_vector(16 * 10, ++seed, -0.5f, 0.5f);
+  initial["fc.b"] = random_vector(10, ++seed, -0.1f, 0.1f);
+  g.output(g.softmax(g.inner_product(y, g.constant("fc.w", {10, 16}, initial["fc.w"]),
+                                     g.constant("fc.b", {10}, initial["fc.b"]), "fc")),
+           "p");
+  const std::map<std::string, std::vector<float>> inputs{
+      {"x", random_vector(static_cast<std::size_t>(batch * 16 * 23 * 23), 9)},
+      {"labels", {2, 4, 6, 8}}};
+  for (unsigned intra : {1u, 2u}) {
+    CompileOptions options;
+    options.intra = intra;
+    options.winograd = false;
+    const auto direct = one_step_gradients(g, initial, inputs, options, nullptr);
+    ASSERT_EQ(direct.size(), initial.size());
+    options.winograd = true;
+    // "tfpin_wino_" takes the first of each step's tfpin kernels: F(4x4) at stride 2.
+    for (const char* forced : {"tfpin_wino_", "tfpin_wino_s2_2x3"}) {
+      SCOPED_TRACE(fmt::format("{}, {} threads", forced, intra));
+      options.force_kernel = forced;
+      std::string description;
+      const auto winograd = one_step_gradients(g, initial, inputs, options, &description);
+      ASSERT_EQ(winograd.size(), initial.size());
+      std::map<std::string, std::string> kernel_of;
+      for (const auto& step : testing::described_steps(description)) kernel_of[step[1]] = step[3];
+      const bool all = std::string(forced) == "tfpin_wino_";
+      EXPECT_EQ(kernel_of["strided"].rfind(all ? "tfpin_wino_s2_4x3" : forced, 0), 0u)
+          << description;
+      EXPECT_EQ(kernel_of["strided_uneven_pads"].rfind(all ? "tfpin_wino_s2_4x3" : forced, 0), 0u)
+          << description;
+      if (all) {
+        EXPECT_EQ(kernel_of["row"].rfind("tfpin_wino_1x4_1x7", 0), 0u) << description;
+        EXPECT_EQ(kernel_of["column"].rfind("tfpin_wino_4x1_7x1", 0), 0u) << description;
+      }
+      for (const auto& [name, want] : direct) {
+        EXPECT_TRUE(close(winograd.at(name), want, 1e-4, 1e-3)) << name;
+      }
     }
   }
 }

@@ -574,10 +574,10 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
     conv->in_channel_offsets = source.trained_offsets[1];
     conv->index.out_channel = conv->out_channel_offsets.data();
     conv->index.in_channel = conv->in_channel_offsets.data();
-    for (std::size_t i = 0; i < source.trained_offsets[2].size(); ++i) {
-      conv->index.row[i] = source.trained_offsets[2][i];
-      conv->index.column[i] = source.trained_offsets[3][i];
-    }
+    // (1 x r and r x 1 kernels: one row or one column.)
+    std::copy(source.trained_offsets[2].begin(), source.trained_offsets[2].end(), conv->index.row);
+    std::copy(source.trained_offsets[3].begin(), source.trained_offsets[3].end(),
+              conv->index.column);
     conv->u_floats = (u_floats + 15) / 16 * 16;
     alt.args = step.args;
   } else {
@@ -745,8 +745,6 @@ struct WinogradNode {
 std::optional<WinogradNode> winograd_node(const Lowering& l, int node) {
   const OwnWinogradKernel kernel = own_winograd_kernel(l.ir, node);
   if (!l.options.winograd || kernel.size == 0) return std::nullopt;
-  // One-dimensional and stride-2 tiles have inference kernels only.
-  if (kernel.shape != WinogradShape::square && l.training()) return std::nullopt;
   const Node& n = l.ir.nodes[static_cast<std::size_t>(node)];
   return WinogradNode{n,
                       kernel.size,
@@ -784,7 +782,8 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
                                             const md_t& diff_dst_md, const md_t& weights_md,
                                             const md_t& diff_src_md) {
   const auto w = winograd_node(l, node);
-  if (!w) return false;
+  // (One-dimensional and stride-2 tiles have forward kernels only.)
+  if (!w || w->shape != WinogradShape::square) return false;
   const std::int64_t block = fitting_block(w->out, diff_dst_md, w->in, diff_src_md);
   if (block == 0) return false;
   auto offsets = separable_offsets(weights_md);
@@ -809,7 +808,7 @@ bool add_winograd_weight_gradient_alternative(Lowering& l, int node, Step& step,
                                               const md_t& diff_dst_md, const md_t& diff_weights_md,
                                               const md_t& diff_bias_md) {
   const auto w = winograd_node(l, node);
-  if (!w) return false;
+  if (!w || w->shape != WinogradShape::square) return false;
   const std::int64_t block = fitting_block(w->in, src_md, w->out, diff_dst_md);
   if (block == 0) return false;
   const bool has_bias = w->node.inputs.size() > 2;

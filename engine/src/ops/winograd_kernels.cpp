@@ -527,11 +527,12 @@ void transform_output(const WinogradLayer& l, const float* product, const Winogr
 }
 
 // G g G^T for `floats` output channels at a time (a gather: the trained weights' layout is
-// oneDNN's), stored at U[p] + k0 * C + c * width + (k - k0).
-template <int m, int ks>
-void transform_weights(const WinogradLayer& l, const float* w, const WinogradWeightIndex& index,
-                       std::int64_t k_begin, std::int64_t k_end, float* u) {
-  constexpr int alpha = m + ks - 1;
+// oneDNN's), stored at U[p] + k0 * C + c * width + (k - k0); T::weight is G (alpha x ks) on one
+// column of ks taps.
+template <int alpha, int ks, typename T>
+void transform_weights_with(const WinogradLayer& l, const float* w,
+                            const WinogradWeightIndex& index, std::int64_t k_begin,
+                            std::int64_t k_end, float* u) {
   const std::int64_t c_total = l.in_channels;
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
@@ -554,18 +555,24 @@ void transform_weights(const WinogradLayer& l, const float* w, const WinogradWei
         vec column[ks];
         for (int r = 0; r < ks; ++r) column[r] = g[r][s];
         vec result[alpha];
-        Transforms<m, ks>::weight(column, result);
+        T::weight(column, result);
         for (int i = 0; i < alpha; ++i) gw[i][s] = result[i];
       }
       for (int i = 0; i < alpha; ++i) {
         vec result[alpha];
-        Transforms<m, ks>::weight(gw[i], result);  // (G g G^T)[i] = G (G g)[i]^T
+        T::weight(gw[i], result);  // (G g G^T)[i] = G (G g)[i]^T
         for (int j = 0; j < alpha; ++j) {
           store(out + (i * alpha + j) * position_stride + c * width, result[j]);
         }
       }
     }
   }
+}
+
+template <int m, int ks>
+void transform_weights(const WinogradLayer& l, const float* w, const WinogradWeightIndex& index,
+                       std::int64_t k_begin, std::int64_t k_end, float* u) {
+  transform_weights_with<m + ks - 1, ks, Transforms<m, ks>>(l, w, index, k_begin, k_end, u);
 }
 
 // A dy A^T for output tiles [first, first + count) (all K channels) into D[P][padded][K]; zero
@@ -810,8 +817,37 @@ struct Winograd1DKernels {
     }
   }
 
+  // G g for trained weights (training's forward), as transform_weights_with does for 2-D tiles:
+  // the r taps run along the kernel's one row or column.
+  static void weights(const WinogradLayer& l, const float* w, const WinogradWeightIndex& index,
+                      std::int64_t k_begin, std::int64_t k_end, float* u) {
+    const std::int64_t c_total = l.in_channels;
+    const std::int64_t k_total = l.out_channels;
+    const std::int64_t full = block_vectors * floats;
+    const std::int64_t position_stride = c_total * k_total;
+    for (std::int64_t k = k_begin; k < k_end; k += floats) {
+      const std::int64_t k0 = k / full * full;
+      const std::int64_t width = k_total - k0 < full ? k_total - k0 : full;
+      float* out = u + k0 * c_total + (k - k0);
+      for (std::int64_t c = 0; c < c_total; ++c) {
+        const float* wc = w + index.in_channel[c];
+        vec g[r];
+        for (int j = 0; j < r; ++j) {
+          const float* at =
+              wc + (along_row ? index.row[0] + index.column[j] : index.row[j] + index.column[0]);
+          alignas(sizeof(vec)) float lanes[floats];
+          for (int i = 0; i < floats; ++i) lanes[i] = at[index.out_channel[k + i]];
+          g[j] = load(lanes);
+        }
+        vec result[points];
+        constant_product(matrices.g, g, result);
+        for (int p = 0; p < points; ++p) store(out + p * position_stride + c * width, result[p]);
+      }
+    }
+  }
+
   static constexpr WinogradKernels table{floats,  block_vectors,    m,      r,       shape,
-                                         input,   multiply<points>, output, nullptr, nullptr,
+                                         input,   multiply<points>, output, weights, nullptr,
                                          nullptr, nullptr};
 };
 
@@ -828,6 +864,7 @@ struct Stride2Kernels {
   struct Transform {
     static void input(const vec d[points], vec r[points]) { constant_product(matrices.bt, d, r); }
     static void output(const vec p[points], vec o[m]) { constant_product(matrices.at, p, o); }
+    static void weight(const vec g[3], vec r[points]) { constant_product(matrices.g, g, r); }
   };
 
   static constexpr WinogradKernels table{floats,
@@ -838,7 +875,7 @@ struct Stride2Kernels {
                                          input_tiles<m, points, 2, Transform>,
                                          multiply<points * points>,
                                          output_tiles<m, points, Transform>,
-                                         nullptr,
+                                         transform_weights_with<points, 3, Transform>,
                                          nullptr,
                                          nullptr,
                                          nullptr};
