@@ -418,12 +418,50 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
   }
 }
 
-// The gradient of every trained tensor of `g` (initial values `initial`) after one SGD step of
+// A small trainable graph and its trained tensors' initial values: convolutions with bias, then
+// average pooling over the whole image, an inner product to 10 classes and the softmax "p".
+struct TrainedGraph {
+  Graph g;
+  std::map<std::string, std::vector<float>> initial;
+  std::uint64_t seed;  // of the last tensor drawn
+
+  explicit TrainedGraph(std::uint64_t first_seed) : seed(first_seed) {}
+
+  TensorId conv(TensorId x, std::int64_t c, std::int64_t k, std::array<std::int64_t, 2> kernel,
+                std::array<std::int64_t, 4> pad, std::int64_t stride, const std::string& name) {
+    const auto [r, s] = kernel;
+    const float scale = 1.5f / std::sqrt(static_cast<float>(c * r * s));
+    initial[name + ".w"] =
+        random_vector(static_cast<std::size_t>(k * c * r * s), ++seed, -scale, scale);
+    initial[name + ".b"] = random_vector(static_cast<std::size_t>(k), ++seed, -0.1f, 0.1f);
+    Conv2D a;
+    a.padding = pad;
+    a.stride = {stride, stride};
+    return g.convolution(x, g.constant(name + ".w", {k, c, r, s}, initial[name + ".w"]),
+                         g.constant(name + ".b", {k}, initial[name + ".b"]), a, name);
+  }
+
+  // y: 16 channels of height x width.
+  void classify(TensorId y, std::int64_t height, std::int64_t width) {
+    Pool2D pool;
+    pool.kernel = {height, width};
+    pool.stride = {1, 1};
+    y = g.flatten(g.avg_pool(y, pool));
+    initial["fc.w"] = random_vector(16 * 10, ++seed, -0.5f, 0.5f);
+    initial["fc.b"] = random_vector(10, ++seed, -0.1f, 0.1f);
+    g.output(g.softmax(g.inner_product(y, g.constant("fc.w", {10, 16}, initial["fc.w"]),
+                                       g.constant("fc.b", {10}, initial["fc.b"]), "fc")),
+             "p");
+  }
+};
+
+// The gradient of every trained tensor of `net` after one SGD step of
 // learning rate 1 on `inputs`, and the runtime's description of its steps.
 std::map<std::string, std::vector<float>> one_step_gradients(
-    const Graph& g, const std::map<std::string, std::vector<float>>& initial,
-    const std::map<std::string, std::vector<float>>& inputs, CompileOptions options,
-    std::string* description) {
+    const TrainedGraph& net, const std::map<std::string, std::vector<float>>& inputs,
+    CompileOptions options, std::string* description) {
+  const Graph& g = net.g;
+  const auto& initial = net.initial;
   options.training = TrainingOptions{1.0f, 0.0f, 0.1f, 1, 0, std::nullopt};
   std::map<std::string, std::vector<float>> result;
   std::unique_ptr<Runtime> rt;
@@ -458,55 +496,34 @@ std::map<std::string, std::vector<float>> one_step_gradients(
 // so their backward data pads differently from their forward. 26x26 images make conv1's 196
 // tiles of 4x4 more than one weight gradient tile block for a thread (What read and added to).
 TEST(Winograd, TrainingGradientsMatchTheDirectKernels) {
-  Graph g;
-  std::map<std::string, std::vector<float>> initial;
-  std::uint64_t seed = 500;
-  auto conv = [&](TensorId x, std::int64_t c, std::int64_t k, std::array<std::int64_t, 4> pad,
-                  const std::string& name, std::int64_t r = 3) {
-    const float s = 1.5f / std::sqrt(static_cast<float>(c * r * r));
-    initial[name + ".w"] = random_vector(static_cast<std::size_t>(k * c * r * r), ++seed, -s, s);
-    initial[name + ".b"] = random_vector(static_cast<std::size_t>(k), ++seed, -0.1f, 0.1f);
-    Conv2D a;
-    a.padding = pad;
-    return g.convolution(x, g.constant(name + ".w", {k, c, r, r}, initial[name + ".w"]),
-                         g.constant(name + ".b", {k}, initial[name + ".b"]), a, name);
-  };
+  TrainedGraph net(500);
+  Graph& g = net.g;
   const std::int64_t batch = 4;
   const std::int64_t side = 26;
-  TensorId y = g.relu(conv(g.input("x", {batch, 16, side, side}), 16, 32, {1, 1, 1, 1}, "conv1"));
-  y = g.relu(conv(y, 32, 32, {0, 1, 1, 2}, "conv2"));  // side - 1 x side + 1
-  y = g.relu(conv(y, 32, 16, {2, 2, 2, 2}, "conv3"));  // side + 1 x side + 3
-  y = conv(y, 16, 16, {1, 3, 3, 1}, "conv4", 5);       // the same, 5x5
-  Pool2D pool;
-  pool.kernel = {side + 1, side + 3};  // (conv4 keeps conv3's size)
-  pool.stride = {1, 1};
-  y = g.flatten(g.avg_pool(y, pool));
-  initial["fc.w"] = random_vector(16 * 10, ++seed, -0.5f, 0.5f);
-  initial["fc.b"] = random_vector(10, ++seed, -0.1f, 0.1f);
-  g.output(g.softmax(g.inner_product(y, g.constant("fc.w", {10, 16}, initial["fc.w"]),
-                                     g.constant("fc.b", {10}, initial["fc.b"]), "fc")),
-           "p");
+  TensorId y = g.relu(
+      net.conv(g.input("x", {batch, 16, side, side}), 16, 32, {3, 3}, {1, 1, 1, 1}, 1, "conv1"));
+  y = g.relu(net.conv(y, 32, 32, {3, 3}, {0, 1, 1, 2}, 1, "conv2"));  // side - 1 x side + 1
+  y = g.relu(net.conv(y, 32, 16, {3, 3}, {2, 2, 2, 2}, 1, "conv3"));  // side + 1 x side + 3
+  y = net.conv(y, 16, 16, {5, 5}, {1, 3, 3, 1}, 1, "conv4");          // the same, 5x5
+  net.classify(y, side + 1, side + 3);
   std::map<std::string, std::vector<float>> inputs{
       {"x", random_vector(static_cast<std::size_t>(batch * 16 * side * side), 7)},
       {"labels", {1, 5, 9, 3}}};
 
-  auto gradients = [&](const CompileOptions& options, std::string* description) {
-    return one_step_gradients(g, initial, inputs, options, description);
-  };
   for (unsigned intra : {1u, 2u}) {
     CompileOptions options;
     options.intra = intra;
     options.winograd = false;
-    const auto direct = gradients(options, nullptr);
-    ASSERT_EQ(direct.size(), initial.size());
+    const auto direct = one_step_gradients(net, inputs, options, nullptr);
+    ASSERT_EQ(direct.size(), net.initial.size());
     options.winograd = true;
     for (const char* tile : {"tfpin_wino_4x3", "tfpin_wino_6x3", "tfpin_wino_4x5"}) {
       SCOPED_TRACE(fmt::format("{}, {} threads", tile, intra));
       const bool five = std::string(tile) == "tfpin_wino_4x5";
       options.force_kernel = tile;
       std::string description;
-      const auto winograd = gradients(options, &description);
-      ASSERT_EQ(winograd.size(), initial.size());
+      const auto winograd = one_step_gradients(net, inputs, options, &description);
+      ASSERT_EQ(winograd.size(), net.initial.size());
       int forward = 0;
       int backward_data = 0;
       int backward_weights = 0;
@@ -538,36 +555,15 @@ TEST(Winograd, TrainingGradientsMatchTheDirectKernels) {
 // backward steps stay on oneDNN): with them forced, one SGD step gives the gradients of oneDNN's
 // direct kernels to Winograd's rounding.
 TEST(Winograd, TrainingForwardOnStrideTwoAndOneDimensionalTiles) {
-  Graph g;
-  std::map<std::string, std::vector<float>> initial;
-  std::uint64_t seed = 900;
-  auto conv = [&](TensorId x, std::int64_t c, std::int64_t k, std::int64_t r, std::int64_t s,
-                  std::array<std::int64_t, 4> pad, std::int64_t stride, const std::string& name) {
-    const float scale = 1.5f / std::sqrt(static_cast<float>(c * r * s));
-    initial[name + ".w"] =
-        random_vector(static_cast<std::size_t>(k * c * r * s), ++seed, -scale, scale);
-    initial[name + ".b"] = random_vector(static_cast<std::size_t>(k), ++seed, -0.1f, 0.1f);
-    Conv2D a;
-    a.padding = pad;
-    a.stride = {stride, stride};
-    return g.convolution(x, g.constant(name + ".w", {k, c, r, s}, initial[name + ".w"]),
-                         g.constant(name + ".b", {k}, initial[name + ".b"]), a, name);
-  };
+  TrainedGraph net(900);
+  Graph& g = net.g;
   const std::int64_t batch = 4;
-  TensorId y = g.relu(conv(g.input("x", {batch, 16, 23, 23}), 16, 32, 3, 3, {1, 1, 1, 1}, 2,
-                           "strided"));                                       // 12 x 12
-  y = g.relu(conv(y, 32, 32, 1, 7, {0, 3, 0, 3}, 1, "row"));                  // 1x7
-  y = g.relu(conv(y, 32, 16, 7, 1, {3, 0, 3, 0}, 1, "column"));               // 7x1
-  y = g.relu(conv(y, 16, 16, 3, 3, {0, 1, 1, 0}, 2, "strided_uneven_pads"));  // 6 x 6
-  Pool2D pool;
-  pool.kernel = {6, 6};
-  pool.stride = {1, 1};
-  y = g.flatten(g.avg_pool(y, pool));
-  initial["fc.w"] = random_vector(16 * 10, ++seed, -0.5f, 0.5f);
-  initial["fc.b"] = random_vector(10, ++seed, -0.1f, 0.1f);
-  g.output(g.softmax(g.inner_product(y, g.constant("fc.w", {10, 16}, initial["fc.w"]),
-                                     g.constant("fc.b", {10}, initial["fc.b"]), "fc")),
-           "p");
+  TensorId y = g.relu(net.conv(g.input("x", {batch, 16, 23, 23}), 16, 32, {3, 3}, {1, 1, 1, 1}, 2,
+                               "strided"));                                         // 12 x 12
+  y = g.relu(net.conv(y, 32, 32, {1, 7}, {0, 3, 0, 3}, 1, "row"));                  // 1x7
+  y = g.relu(net.conv(y, 32, 16, {7, 1}, {3, 0, 3, 0}, 1, "column"));               // 7x1
+  y = g.relu(net.conv(y, 16, 16, {3, 3}, {0, 1, 1, 0}, 2, "strided_uneven_pads"));  // 6 x 6
+  net.classify(y, 6, 6);
   const std::map<std::string, std::vector<float>> inputs{
       {"x", random_vector(static_cast<std::size_t>(batch * 16 * 23 * 23), 9)},
       {"labels", {2, 4, 6, 8}}};
@@ -575,16 +571,16 @@ TEST(Winograd, TrainingForwardOnStrideTwoAndOneDimensionalTiles) {
     CompileOptions options;
     options.intra = intra;
     options.winograd = false;
-    const auto direct = one_step_gradients(g, initial, inputs, options, nullptr);
-    ASSERT_EQ(direct.size(), initial.size());
+    const auto direct = one_step_gradients(net, inputs, options, nullptr);
+    ASSERT_EQ(direct.size(), net.initial.size());
     options.winograd = true;
     // "tfpin_wino_" takes the first of each step's tfpin kernels: F(4x4) at stride 2.
     for (const char* forced : {"tfpin_wino_", "tfpin_wino_s2_2x3"}) {
       SCOPED_TRACE(fmt::format("{}, {} threads", forced, intra));
       options.force_kernel = forced;
       std::string description;
-      const auto winograd = one_step_gradients(g, initial, inputs, options, &description);
-      ASSERT_EQ(winograd.size(), initial.size());
+      const auto winograd = one_step_gradients(net, inputs, options, &description);
+      ASSERT_EQ(winograd.size(), net.initial.size());
       std::map<std::string, std::string> kernel_of;
       for (const auto& step : testing::described_steps(description)) kernel_of[step[1]] = step[3];
       const bool all = std::string(forced) == "tfpin_wino_";
