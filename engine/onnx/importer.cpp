@@ -45,11 +45,11 @@ bool has_external_data(const onnx::GraphProto& g) {
 
 // ONNX 1.12's shape inference trusts the shapes it computes: a convolution's weights of a higher
 // rank than its input read past the input's dimensions, products of huge dimensions overflow (and
-// a Reshape's then divides INT64_MIN by -1), auto_pad SAME steps through a dimension one stride
-// at a time. This registry runs each operator's inference behind checks of its inputs: every
-// known shape within the importer's bounds (no negative dimension, at most 2^36 elements, as
-// every value must be anyway), a Conv's weights of its input's rank. A failed check is ONNX's
-// own InferenceError: the model is refused like any other shape inference failure.
+// a Reshape's then divides INT64_MIN by -1), auto_pad (any value but VALID) steps through a
+// dimension one stride at a time. This registry runs each operator's inference behind checks of
+// its inputs: every known shape within the importer's bounds (no negative dimension, at most 2^36
+// elements, as every value must be anyway), a Conv's weights of its input's rank. A failed check
+// is ONNX's own InferenceError: the model is refused like any other shape inference failure.
 class CheckedSchemas final : public onnx::ISchemaRegistry {
  public:
   const onnx::OpSchema* GetSchema(const std::string& key, const int max_version,
@@ -97,11 +97,11 @@ class CheckedSchemas final : public onnx::ISchemaRegistry {
         w != nullptr && x->dim_size() != w->dim_size()) {
       fail_shape_inference("the weights have rank ", w->dim_size(), ", the input ", x->dim_size());
     }
-    // auto_pad SAME: ONNX counts the strides that fit in each spatial dimension one by one.
+    // auto_pad: ONNX counts the strides that fit in each spatial dimension one by one.
     const onnx::AttributeProto* auto_pad = ctx.getAttribute("auto_pad");
     const onnx::AttributeProto* strides = ctx.getAttribute("strides");
-    if (x == nullptr || auto_pad == nullptr || strides == nullptr ||
-        (auto_pad->s() != "SAME_UPPER" && auto_pad->s() != "SAME_LOWER")) {
+    // Every auto_pad but VALID takes that loop (NOTSET included, and a value ONNX does not know).
+    if (x == nullptr || auto_pad == nullptr || strides == nullptr || auto_pad->s() == "VALID") {
       return;
     }
     for (int i = 0; i < strides->ints_size() && i + 2 < x->dim_size(); ++i) {
@@ -538,6 +538,11 @@ void Importer::run(ImportedModel* out) {
       if ((a.name() == "strides" || a.name() == "dilations" || a.name() == "kernel_shape") &&
           std::any_of(a.ints().begin(), a.ints().end(), [](std::int64_t x) { return x < 1; })) {
         invalid(fmt::format("{} [{}] must be at least 1", a.name(), fmt::join(a.ints(), ", ")));
+      }
+      if (a.name() == "auto_pad" && a.s() != "NOTSET" && a.s() != "SAME_UPPER" &&
+          a.s() != "SAME_LOWER" && a.s() != "VALID") {
+        invalid(fmt::format("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
+                            a.s()));
       }
     }
   }

@@ -368,6 +368,26 @@ class Hostile(unittest.TestCase):
                 self.refused(model, ["m.onnx"] + fragments, inputs=[])
                 self.assertLess(time.monotonic() - start, 10)
 
+    def test_auto_pad_that_is_not_an_onnx_value(self):
+        # ONNX's inference takes any auto_pad but VALID through its stride-counting loop: an empty
+        # (zero-channel) input padded by 2^40 passes the element bound and looped for minutes.
+        w = np.ones((1, 1, 1, 1), np.float32)
+        pads = numpy_helper.from_array(np.array([0, 0, 2 ** 40, 0, 0, 0, 0, 0], np.int64), "pads")
+        pad = [helper.make_node("Pad", ["x", "pads"], ["c_in"], name="pad")]
+        for value in ("SA]E_UPPER", "same_upper", ""):
+            with self.subTest(value):
+                model = self.conv_model([1, 0, 4, 4], w, {"auto_pad": value, "strides": [2, 1]}, pad, [pads])
+                start = time.monotonic()
+                self.refused(model, ["node 'conv' (Conv, opset 13)", f"auto_pad '{value}' is not one of "
+                                     "NOTSET, SAME_UPPER, SAME_LOWER, VALID"], inputs=[])
+                self.assertLess(time.monotonic() - start, 10)
+        # NOTSET without pads takes the same loop: refused by the 2^26 bound, not by its value.
+        model = self.conv_model([1, 0, 4, 4], w, {"auto_pad": "NOTSET", "strides": [2, 1]}, pad, [pads])
+        start = time.monotonic()
+        self.refused(model, ["m.onnx", "op_type:Conv", "auto_pad NOTSET over dimension 2 of 1099511627780",
+                             "more than the 2^26 strides"], inputs=[])
+        self.assertLess(time.monotonic() - start, 10)
+
     def test_negative_initializer_dims(self):
         t = raw_tensor("neg", [-1, -4], floats=[1.0, 2.0, 3.0, 4.0])  # -1 x -4 = 4 values
         model = self.save(conv_relu_model(extra_initializers=[t]))
