@@ -30,7 +30,9 @@ inside that root with chroot, one after another with the same batch and threads:
 and `tfpin bench` built inside the root against oneDNN 3.x next to this tree's build. Facts that
 shape the runner: Debian 13's torch asserts on max_pool2d in TorchScript outside inference mode and
 its NNC fuser hangs in LLVM code generation (switched off); it sends small-batch 1x1 convolutions to
-BLAS, so the root has Debian's OpenMP OpenBLAS (libopenblas0-openmp).
+BLAS, so the root has Debian's OpenMP OpenBLAS (libopenblas0-openmp). The PyTorch peers get the
+malloc PyTorch's CPU launcher (torch.backends.xeon.run_cpu) preloads: tcmalloc, or --torch-malloc
+jemalloc (with the launcher's MALLOC_CONF) or glibc; the report names it.
 
     bench/engine_vs_pytorch.py --models resnet50,googlenet --batch_size 32 --threads 2
     bench/engine_vs_pytorch.py --train --models resnet50 --batch_size 32 --rounds 3
@@ -180,6 +182,16 @@ print(json.dumps({"images_per_sec": batch * steps / sum(times), "best_step": bat
                   "finite": bool(torch.isfinite(out).all()), "torch": torch.__version__, **detail}))
 """
 PEERS_IN_ROOT = ["torch2.6-eager", "torch2.6-compile", "ort-cpu", "ort-dnnl"]
+# malloc for the PyTorch peers in the root, as PyTorch's own CPU launcher (torch.backends.xeon.
+# run_cpu) sets it up: tcmalloc by default, or jemalloc with the launcher's MALLOC_CONF. With
+# glibc's malloc a training step gives its activations back to the kernel and faults them in
+# again (ResNet-50 at batch 32: ~4.9 GB of fresh pages a step), at a cost that moves with the host.
+TORCH_MALLOCS = {
+    "tcmalloc": ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", {}),
+    "jemalloc": ("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+                 {"MALLOC_CONF": "oversize_threshold:1,background_thread:true,metadata_thp:auto"}),
+    "glibc": (None, {}),
+}
 ROOT_TFPIN = "/opt/tfpin-build/cli/tfpin"
 
 
@@ -221,8 +233,15 @@ def torch_env(args):
                 OPENBLAS_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
 
 
+def torch_malloc_env(malloc):
+    library, extra = TORCH_MALLOCS[malloc]
+    return dict(extra, **({"LD_PRELOAD": library} if library else {}))
+
+
 def run_peer(root, peer, model, args, blas):
     env = blas.apply(peer_env(args))
+    if peer.startswith("torch"):
+        env.update(torch_malloc_env(args.torch_malloc))
     steps = str(max(3, args.num_batches // 2))
     res = subprocess.run(root.command("/usr/bin/python3", "-c", PEER_RUNNER, peer, model,
                                       str(args.batch_size), str(args.threads), steps,
@@ -286,6 +305,9 @@ def main():
                         "tfpin on oneDNN 3.x")
     p.add_argument("--peers", default=",".join(PEERS_IN_ROOT),
                    help=f"peers to run in --root (default: {','.join(PEERS_IN_ROOT)})")
+    p.add_argument("--torch-malloc", dest="torch_malloc", choices=list(TORCH_MALLOCS),
+                   help="malloc of the PyTorch peers in --root, preloaded as PyTorch's CPU launcher "
+                        "does (default: tcmalloc where the root has it, else glibc)")
     p.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     p.add_argument("--train", action="store_true",
                    help="training steps (forward, backward, SGD) instead of inference")
@@ -315,6 +337,19 @@ def main():
         p.error(f"--root={args.root} is not a root made by bench/peer-root (no usr/bin/python3)")
     if os.geteuid() != 0 and args.root:
         p.error("--root needs root (chroot)")
+    malloc_note = None
+    if args.root:
+        def has(malloc):
+            library = TORCH_MALLOCS[malloc][0]
+            return library is None or (Path(args.root) / library.lstrip("/")).exists()
+        if args.torch_malloc is None:
+            args.torch_malloc = "tcmalloc" if has("tcmalloc") else "glibc"
+            if args.torch_malloc == "glibc":
+                malloc_note = ("WARNING: the root has no tcmalloc (libtcmalloc-minimal4t64; "
+                               "bench/peer-root installs it): the PyTorch peers run on glibc's malloc")
+        elif not has(args.torch_malloc):
+            p.error(f"--torch-malloc={args.torch_malloc}: {args.root} has no "
+                    f"{TORCH_MALLOCS[args.torch_malloc][0]} (bench/peer-root installs it)")
 
     machine = cpu()
     with tempfile.TemporaryDirectory() as tmp:
@@ -348,6 +383,10 @@ def main():
             root_blas = openblas["root"] = openblas_coretype(root.command("/usr/bin/python3"),
                                                              peer_env(args))
             print(f"peers in {root.path}: {root_blas.message}")
+            if any(x.startswith("torch") for x in peers):
+                settings = " ".join(f"{k}={v}" for k, v in torch_malloc_env(args.torch_malloc).items())
+                print(f"PyTorch peers: malloc {args.torch_malloc}" + (f" ({settings})" if settings else "")
+                      + (f"; {malloc_note}" if malloc_note else ""))
             for peer in peers:
                 runners.append((peer, "peer",
                                 lambda model, peer=peer: run_peer(root, peer, model, args, root_blas)))
@@ -405,7 +444,8 @@ def main():
                    "batch_size": args.batch_size, "threads": args.threads, "interop": args.interop,
                    "rounds": args.rounds, "gflop_per_image": gflop, "cpu": machine.as_json(),
                    "fma_peak_gflops": peak.gflops, "fma_peak_isa": peak.isa,
-                   "openblas": {k: v.as_json() for k, v in openblas.items()}, "runners": {}}
+                   "openblas": {k: v.as_json() for k, v in openblas.items()},
+                   "torch_malloc": args.torch_malloc, "runners": {}}
             best_peer = None
             for label, kind, _ in runners:
                 name = labels.get(label, label)
