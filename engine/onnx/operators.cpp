@@ -57,10 +57,7 @@ std::array<std::int64_t, 4> spatial_padding(Importer& im, const Dims& input,
     return {pads[0], pads[1], pads[2], pads[3]};  // ONNX: x1_begin, x2_begin, x1_end, x2_end
   }
   if (auto_pad == "VALID") return {0, 0, 0, 0};
-  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") {
-    im.invalid(fmt::format("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID",
-                           auto_pad));
-  }
+  // SAME_UPPER or SAME_LOWER: Importer::run refused every other value before shape inference.
   std::array<std::int64_t, 4> out{};
   for (std::size_t axis = 0; axis < 2; ++axis) {
     const std::int64_t in = input[2 + axis];
