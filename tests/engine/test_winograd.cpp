@@ -551,10 +551,12 @@ TEST(Winograd, TrainingGradientsMatchTheDirectKernels) {
   }
 }
 
-// Training's forward steps also take tfpin's stride-2 and one-dimensional Winograd (their
-// backward steps stay on oneDNN): with them forced, one SGD step gives the gradients of oneDNN's
-// direct kernels to Winograd's rounding.
-TEST(Winograd, TrainingForwardOnStrideTwoAndOneDimensionalTiles) {
+// Training on tfpin's stride-2 and one-dimensional Winograd: the forward steps, the backward data
+// steps of the one-dimensional layers (a stride-2 layer's is a transposed convolution, oneDNN's)
+// and the backward weights steps of all. With them forced, one SGD step gives the gradients of
+// oneDNN's direct kernels to Winograd's rounding. The 1x3 and 3x1 layers pad one side only, so
+// their backward data pads the other.
+TEST(Winograd, TrainingOnStrideTwoAndOneDimensionalTiles) {
   TrainedGraph net(900);
   Graph& g = net.g;
   const std::int64_t batch = 4;
@@ -562,6 +564,8 @@ TEST(Winograd, TrainingForwardOnStrideTwoAndOneDimensionalTiles) {
                                "strided"));                                         // 12 x 12
   y = g.relu(net.conv(y, 32, 32, {1, 7}, {0, 3, 0, 3}, 1, "row"));                  // 1x7
   y = g.relu(net.conv(y, 32, 16, {7, 1}, {3, 0, 3, 0}, 1, "column"));               // 7x1
+  y = g.relu(net.conv(y, 16, 16, {1, 3}, {0, 0, 0, 2}, 1, "short_row"));            // 1x3
+  y = g.relu(net.conv(y, 16, 16, {3, 1}, {2, 0, 0, 0}, 1, "short_column"));         // 3x1
   y = g.relu(net.conv(y, 16, 16, {3, 3}, {0, 1, 1, 0}, 2, "strided_uneven_pads"));  // 6 x 6
   net.classify(y, 6, 6);
   const std::map<std::string, std::vector<float>> inputs{
@@ -584,13 +588,29 @@ TEST(Winograd, TrainingForwardOnStrideTwoAndOneDimensionalTiles) {
       std::map<std::string, std::string> kernel_of;
       for (const auto& step : testing::described_steps(description)) kernel_of[step[1]] = step[3];
       const bool all = std::string(forced) == "tfpin_wino_";
-      EXPECT_EQ(kernel_of["strided"].rfind(all ? "tfpin_wino_s2_4x3" : forced, 0), 0u)
-          << description;
-      EXPECT_EQ(kernel_of["strided_uneven_pads"].rfind(all ? "tfpin_wino_s2_4x3" : forced, 0), 0u)
+      const std::string stride2 = all ? "tfpin_wino_s2_4x3" : forced;
+      for (const char* layer : {"strided", "strided_uneven_pads"}) {
+        EXPECT_EQ(kernel_of[layer].rfind(stride2, 0), 0u) << layer << "\n" << description;
+        EXPECT_EQ(kernel_of[std::string(layer) + ":backward_weights"].rfind(stride2, 0), 0u)
+            << layer << "\n"
+            << description;
+      }
+      EXPECT_EQ(kernel_of["strided_uneven_pads:backward_data"].rfind("tfpin_wino_", 0),
+                std::string::npos)
           << description;
       if (all) {
-        EXPECT_EQ(kernel_of["row"].rfind("tfpin_wino_1x4_1x7", 0), 0u) << description;
-        EXPECT_EQ(kernel_of["column"].rfind("tfpin_wino_4x1_7x1", 0), 0u) << description;
+        const std::pair<const char*, const char*> one_dimensional[] = {
+            {"row", "tfpin_wino_1x4_1x7"},
+            {"column", "tfpin_wino_4x1_7x1"},
+            {"short_row", "tfpin_wino_1x4_1x3"},
+            {"short_column", "tfpin_wino_4x1_3x1"}};
+        for (const auto& [layer, kernel] : one_dimensional) {
+          for (const char* pass : {"", ":backward_data", ":backward_weights"}) {
+            EXPECT_EQ(kernel_of[std::string(layer) + pass].rfind(kernel, 0), 0u)
+                << layer << pass << "\n"
+                << description;
+          }
+        }
       }
       for (const auto& [name, want] : direct) {
         EXPECT_TRUE(close(winograd.at(name), want, 1e-4, 1e-3)) << name;

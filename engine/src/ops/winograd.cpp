@@ -193,9 +193,10 @@ struct WinogradConvolution {
   }
 };
 
-// Training's weight gradient of a 3x3 stride-1 convolution: per block of output tiles, the input
-// transform of x into V, A dy A^T into D, and What += V^T D per position; the partial sums of
-// What (one per group of threads) are then added and transformed back, dW = G^T What G.
+// Training's weight gradient of a convolution (every shape of tfpin's Winograd): per block of
+// output tiles, the input transform of x into V, A dy A^T into D, and What += V^T D per position;
+// the partial sums of What (one per group of threads) are then added and transformed back,
+// dW = G^T What G (one-dimensional tiles: A dy, G^T What).
 struct WinogradWeightGradient {
   WinogradLayer layer;
   const WinogradKernels* kernels = nullptr;
@@ -548,6 +549,25 @@ void balance_work(WinogradConvolution& conv, std::int64_t cached_tile_block) {
   conv.k_parts = best_parts;
 }
 
+// The kernels' name in the compile report and for force_kernel: tfpin_wino_{tile}x{r} (square),
+// _1x{tile}_1x{r} (row), _{tile}x1_{r}x1 (column), _s2_{tile}x3 (stride 2), and the ISA.
+std::string impl_name(const WinogradKernels& kernels) {
+  const char* isa = kernels.vector_floats == 16 ? "avx512" : "avx2";
+  const int tile = kernels.tile;
+  const int r = kernels.kernel_size;
+  switch (kernels.shape) {
+    case WinogradShape::square:
+      break;
+    case WinogradShape::row:
+      return fmt::format("tfpin_wino_1x{}_1x{}:{}", tile, r, isa);
+    case WinogradShape::column:
+      return fmt::format("tfpin_wino_{}x1_{}x1:{}", tile, r, isa);
+    case WinogradShape::stride2:
+      return fmt::format("tfpin_wino_s2_{}x{}:{}", tile, r, isa);
+  }
+  return fmt::format("tfpin_wino_{}x{}:{}", tile, r, isa);
+}
+
 // One kernel as an alternative of the step (arguments: src, weights[, bias], dst): F(tile x tile,
 // 3x3) with these kernels.
 void add_alternative(Lowering& l, const std::string& name, Step& step, const WinogradLayer& shape,
@@ -591,22 +611,7 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
                 u_md);
   }
   alt.scratchpad_bytes = conv->scratch_bytes();
-  const char* isa = kernels->vector_floats == 16 ? "avx512" : "avx2";
-  const int r = kernels->kernel_size;
-  switch (kernels->shape) {
-    case WinogradShape::square:
-      alt.impl = fmt::format("tfpin_wino_{}x{}:{}", tile, r, isa);
-      break;
-    case WinogradShape::row:
-      alt.impl = fmt::format("tfpin_wino_1x{}_1x{}:{}", tile, r, isa);
-      break;
-    case WinogradShape::column:
-      alt.impl = fmt::format("tfpin_wino_{}x1_{}x1:{}", tile, r, isa);
-      break;
-    case WinogradShape::stride2:
-      alt.impl = fmt::format("tfpin_wino_s2_{}x{}:{}", tile, r, isa);
-      break;
-  }
+  alt.impl = impl_name(*kernels);
   alt.kernel = [conv](const KernelCall& call) {
     const auto& d = call.data;
     conv->run(static_cast<const float*>(d[0]), static_cast<const float*>(d[1]),
@@ -679,7 +684,6 @@ void add_tiles(Lowering& l, const std::string& name, Step& step, std::int64_t bl
 void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLayer& shape,
                                      const WinogradKernels* kernels, bool has_bias,
                                      std::array<std::vector<std::int64_t>, 4> offsets) {
-  const int tile = kernels->tile;
   const std::int64_t positions = positions_of(*kernels);
   auto grad = std::make_shared<WinogradWeightGradient>();
   plan(*grad, l, shape, kernels, has_bias);
@@ -713,15 +717,13 @@ void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLaye
   grad->in_channel_offsets = std::move(offsets[1]);
   grad->index.out_channel = grad->out_channel_offsets.data();
   grad->index.in_channel = grad->in_channel_offsets.data();
-  for (std::size_t i = 0; i < offsets[2].size(); ++i) {
-    grad->index.row[i] = offsets[2][i];
-    grad->index.column[i] = offsets[3][i];
-  }
+  // (1 x r and r x 1 kernels: one row or one column.)
+  std::copy(offsets[2].begin(), offsets[2].end(), grad->index.row);
+  std::copy(offsets[3].begin(), offsets[3].end(), grad->index.column);
   Alternative alt;
   alt.args = step.args;
   alt.scratchpad_bytes = grad->scratch_bytes();
-  alt.impl = fmt::format("tfpin_wino_{}x{}:{}", tile, kernels->kernel_size,
-                         kernels->vector_floats == 16 ? "avx512" : "avx2");
+  alt.impl = impl_name(*kernels);
   alt.kernel = [grad](const KernelCall& call) {
     const auto& d = call.data;
     grad->run(static_cast<const float*>(d[0]), static_cast<const float*>(d[1]),
@@ -782,15 +784,16 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
                                             const md_t& diff_dst_md, const md_t& weights_md,
                                             const md_t& diff_src_md) {
   const auto w = winograd_node(l, node);
-  // (One-dimensional and stride-2 tiles have forward kernels only.)
-  if (!w || w->shape != WinogradShape::square) return false;
+  // (A stride-2 convolution's data gradient is a transposed convolution: oneDNN's alone.)
+  if (!w || w->shape == WinogradShape::stride2) return false;
   const std::int64_t block = fitting_block(w->out, diff_dst_md, w->in, diff_src_md);
   if (block == 0) return false;
   auto offsets = separable_offsets(weights_md);
   if (!offsets) return false;
   // dx = dy convolved with the kernel transposed (K and C swap) and flipped, padded by R - 1 - p
-  // (R taps): dx[i] = sum over r of dy[i + p - r] w[r]
-  //                 = sum over r' of dy[i - (R - 1 - p) + r'] w[R - 1 - r'].
+  // along each dimension (R taps): dx[i] = sum over r of dy[i + p - r] w[r]
+  //                                      = sum over r' of dy[i - (R - 1 - p) + r'] w[R - 1 - r'].
+  // (1 x r and r x 1 kernels: R is 1 across, where the padding stays p = 0.)
   WeightSource source;
   source.trained_offsets[0] = std::move((*offsets)[1]);
   source.trained_offsets[1] = std::move((*offsets)[0]);
@@ -798,9 +801,12 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
     const auto& forward = (*offsets)[d];
     source.trained_offsets[d].assign(forward.rbegin(), forward.rend());
   }
+  const auto taps = [&](std::size_t d) {
+    return static_cast<std::int64_t>(source.trained_offsets[d].size());
+  };
   add_tiles(l, w->node.name + ":backward_data", step, block, w->kernel_size, w->out, w->in,
-            w->kernel_size - 1 - w->conv.padding[0], w->kernel_size - 1 - w->conv.padding[1], {},
-            false, source);
+            taps(2) - 1 - w->conv.padding[0], taps(3) - 1 - w->conv.padding[1], {}, false, source,
+            w->shape);
   return true;
 }
 
@@ -808,7 +814,7 @@ bool add_winograd_weight_gradient_alternative(Lowering& l, int node, Step& step,
                                               const md_t& diff_dst_md, const md_t& diff_weights_md,
                                               const md_t& diff_bias_md) {
   const auto w = winograd_node(l, node);
-  if (!w || w->shape != WinogradShape::square) return false;
+  if (!w) return false;
   const std::int64_t block = fitting_block(w->in, src_md, w->out, diff_dst_md);
   if (block == 0) return false;
   const bool has_bias = w->node.inputs.size() > 2;
@@ -817,11 +823,27 @@ bool add_winograd_weight_gradient_alternative(Lowering& l, int node, Step& step,
   auto offsets = separable_offsets(diff_weights_md);
   if (!offsets) return false;
   const WinogradLayer layer = layer_of(w->in, w->out, w->conv.padding[0], w->conv.padding[1]);
-  for (int tile : tiles_for(w->kernel_size, true)) {
-    add_weight_gradient_alternative(l, step, layer, kernels_for(block, tile, w->kernel_size),
-                                    has_bias, *offsets);
+  std::vector<const WinogradKernels*> candidates;
+  switch (w->shape) {
+    case WinogradShape::square:
+      for (int tile : tiles_for(w->kernel_size, true))
+        candidates.push_back(kernels_for(block, tile, w->kernel_size));
+      break;
+    case WinogradShape::row:
+    case WinogradShape::column:
+      candidates.push_back(kernels_1d_for(block, 4, w->kernel_size, w->shape));
+      break;
+    case WinogradShape::stride2:
+      for (int tile : {4, 2}) candidates.push_back(kernels_stride2_for(block, tile));
+      break;
   }
-  return true;
+  bool added = false;
+  for (const WinogradKernels* kernels : candidates) {
+    if (kernels == nullptr || kernels->gradient == nullptr) continue;
+    add_weight_gradient_alternative(l, step, layer, kernels, has_bias, *offsets);
+    added = true;
+  }
+  return added;
 }
 
 }  // namespace tfpin::engine::detail

@@ -575,12 +575,11 @@ void transform_weights(const WinogradLayer& l, const float* w, const WinogradWei
   transform_weights_with<m + ks - 1, ks, Transforms<m, ks>>(l, w, index, k_begin, k_end, u);
 }
 
-// A dy A^T for output tiles [first, first + count) (all K channels) into D[P][padded][K]; zero
-// past the output's edges and for tiles count..padded.
-template <int m, int ks>
-void transform_gradient(const WinogradLayer& l, const float* dy, std::int64_t first, int count,
-                        int padded, float* d) {
-  constexpr int alpha = m + ks - 1;
+// A dy A^T for m x m output tiles [first, first + count) (all K channels) into D[P][padded][K];
+// zero past the output's edges and for tiles count..padded (T::gradient: A on one column of m).
+template <int m, int alpha, typename T>
+void gradient_tiles(const WinogradLayer& l, const float* dy, std::int64_t first, int count,
+                    int padded, float* d) {
   const std::int64_t k_total = l.out_channels;
   const std::int64_t blocks = k_total / floats;
   const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
@@ -604,17 +603,23 @@ void transform_gradient(const WinogradLayer& l, const float* dy, std::int64_t fi
                           : vec{};
         }
         vec result[alpha];
-        Transforms<m, ks>::gradient(column, result);
+        T::gradient(column, result);
         for (int i = 0; i < alpha; ++i) t1[i][j] = result[i];
       }
       float* out = tile_out + kb * floats;
       for (int i = 0; i < alpha; ++i) {
         vec result[alpha];
-        Transforms<m, ks>::gradient(t1[i], result);  // (A y A^T)[i] = A (A y)[i]^T
+        T::gradient(t1[i], result);  // (A y A^T)[i] = A (A y)[i]^T
         for (int k = 0; k < alpha; ++k) store(out + (i * alpha + k) * position_stride, result[k]);
       }
     }
   }
+}
+
+template <int m, int ks>
+void transform_gradient(const WinogradLayer& l, const float* dy, std::int64_t first, int count,
+                        int padded, float* d) {
+  gradient_tiles<m, m + ks - 1, Transforms<m, ks>>(l, dy, first, count, padded, d);
 }
 
 // rows x (vectors * floats) of What (+)= sum over t < padded of V[t][rows] D[t][vectors * floats]:
@@ -627,10 +632,9 @@ void accumulate_block(const float* v, std::int64_t c_total, const float* d, std:
 
 // What[p][c][k] (+)= sum over t of V[p][t][c] D[p][t][k] for k in [k_begin, k_end) (multiples of
 // vector_floats); What has C rounded up to winograd_tile_rows rows.
-template <int m, int ks>
+template <int positions>
 void accumulate(const WinogradLayer& l, const float* v, const float* d, int padded,
                 std::int64_t k_begin, std::int64_t k_end, bool first, float* w_hat) {
-  constexpr int positions = (m + ks - 1) * (m + ks - 1);
   const std::int64_t c_total = l.in_channels;
   const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
   const std::int64_t k_total = l.out_channels;
@@ -667,12 +671,12 @@ void accumulate(const WinogradLayer& l, const float* v, const float* d, int padd
 }
 
 // dW = G^T (sum of the `parts` partial What, part_stride floats apart) G for output channels
-// [k_begin, k_end) (multiples of vector_floats), scattered into the trained tensor's layout.
-template <int m, int ks>
-void weight_gradient(const WinogradLayer& l, const float* w_hat, int parts,
-                     std::int64_t part_stride, const WinogradWeightIndex& index,
-                     std::int64_t k_begin, std::int64_t k_end, float* dw) {
-  constexpr int alpha = m + ks - 1;
+// [k_begin, k_end) (multiples of vector_floats), scattered into the trained tensor's layout
+// (T::weight_gradient: G^T on one column of alpha).
+template <int alpha, int ks, typename T>
+void weight_gradient_with(const WinogradLayer& l, const float* w_hat, int parts,
+                          std::int64_t part_stride, const WinogradWeightIndex& index,
+                          std::int64_t k_begin, std::int64_t k_end, float* dw) {
   const std::int64_t c_total = l.in_channels;
   const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
   const std::int64_t k_total = l.out_channels;
@@ -691,13 +695,13 @@ void weight_gradient(const WinogradLayer& l, const float* w_hat, int parts,
         vec column[alpha];
         for (int i = 0; i < alpha; ++i) column[i] = x[i][j];
         vec result[ks];
-        Transforms<m, ks>::weight_gradient(column, result);
+        T::weight_gradient(column, result);
         for (int r = 0; r < ks; ++r) gx[r][j] = result[r];
       }
       float* wc = dw + index.in_channel[c];
       for (int r = 0; r < ks; ++r) {
         vec result[ks];
-        Transforms<m, ks>::weight_gradient(gx[r], result);  // (G^T x G)[r] = G^T (G^T x)[r]^T
+        T::weight_gradient(gx[r], result);  // (G^T x G)[r] = G^T (G^T x)[r]^T
         for (int s = 0; s < ks; ++s) {
           float* out = wc + index.row[r] + index.column[s];
           for (int j = 0; j < floats; ++j) out[index.out_channel[k + j]] = result[s][j];
@@ -705,6 +709,14 @@ void weight_gradient(const WinogradLayer& l, const float* w_hat, int parts,
       }
     }
   }
+}
+
+template <int m, int ks>
+void weight_gradient(const WinogradLayer& l, const float* w_hat, int parts,
+                     std::int64_t part_stride, const WinogradWeightIndex& index,
+                     std::int64_t k_begin, std::int64_t k_end, float* dw) {
+  weight_gradient_with<m + ks - 1, ks, Transforms<m, ks>>(l, w_hat, parts, part_stride, index,
+                                                          k_begin, k_end, dw);
 }
 
 template <int m, int ks>
@@ -718,7 +730,7 @@ const WinogradKernels kernels{floats,
                               transform_output<m, ks>,
                               transform_weights<m, ks>,
                               transform_gradient<m, ks>,
-                              accumulate<m, ks>,
+                              accumulate<(m + ks - 1) * (m + ks - 1)>,
                               weight_gradient<m, ks>};
 
 // One-dimensional F(m, r) (Winograd1D): tile t of an image is 1 x m outputs along a row
@@ -846,9 +858,73 @@ struct Winograd1DKernels {
     }
   }
 
-  static constexpr WinogradKernels table{floats,  block_vectors,    m,      r,       shape,
-                                         input,   multiply<points>, output, weights, nullptr,
-                                         nullptr, nullptr};
+  // A dy (A = at^T, points x m) for the output tiles [first, first + count) into D[P][padded][K]
+  // (training's weight gradient, the transpose of output()); zero past the output's edge and for
+  // tiles count..padded.
+  static void gradient(const WinogradLayer& l, const float* dy, std::int64_t first, int count,
+                       int padded, float* d) {
+    const std::int64_t k_total = l.out_channels;
+    const std::int64_t blocks = k_total / floats;
+    const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
+    const std::int64_t step = along_row ? floats : l.out_width * floats;
+    for (int t = 0; t < padded; ++t) {
+      float* tile_out = d + static_cast<std::int64_t>(t) * k_total;
+      if (t >= count) {
+        zero_tile(tile_out, k_total, points, position_stride);
+        continue;
+      }
+      const TilePlace at = place(l, first + t);
+      const std::int64_t left = along_row ? l.out_width - at.x : l.out_height - at.y;
+      const int here = left < m ? static_cast<int>(left) : m;
+      for (std::int64_t kb = 0; kb < blocks; ++kb) {
+        const float* plane = dy + (at.image * blocks + kb) * l.out_height * l.out_width * floats;
+        const float* first_out = plane + (at.y * l.out_width + at.x) * floats;
+        vec y[m];
+#pragma GCC unroll 8
+        for (int i = 0; i < m; ++i) y[i] = i < here ? load(first_out + i * step) : vec{};
+        vec transformed[points];
+        transposed_constant_product(matrices.at, y, transformed);
+        float* out = tile_out + kb * floats;
+#pragma GCC unroll 16
+        for (int p = 0; p < points; ++p) store(out + p * position_stride, transformed[p]);
+      }
+    }
+  }
+
+  // dW = G^T (sum of the `parts` partial What) for output channels [k_begin, k_end), scattered
+  // into the trained tensor's layout along the kernel's row or column (the transpose of
+  // weights()).
+  static void weight_gradient(const WinogradLayer& l, const float* w_hat, int parts,
+                              std::int64_t part_stride, const WinogradWeightIndex& index,
+                              std::int64_t k_begin, std::int64_t k_end, float* dw) {
+    const std::int64_t c_total = l.in_channels;
+    const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
+    const std::int64_t k_total = l.out_channels;
+    const std::int64_t position_stride = c_rows * k_total;
+    for (std::int64_t k = k_begin; k < k_end; k += floats) {
+      for (std::int64_t c = 0; c < c_total; ++c) {
+        vec x[points];
+        for (int p = 0; p < points; ++p) {
+          const float* at = w_hat + p * position_stride + c * k_total + k;
+          vec sum = load(at);
+          for (int part = 1; part < parts; ++part) sum += load(at + part * part_stride);
+          x[p] = sum;
+        }
+        vec result[r];
+        transposed_constant_product(matrices.g, x, result);
+        float* wc = dw + index.in_channel[c];
+        for (int j = 0; j < r; ++j) {
+          float* out =
+              wc + (along_row ? index.row[0] + index.column[j] : index.row[j] + index.column[0]);
+          for (int i = 0; i < floats; ++i) out[index.out_channel[k + i]] = result[j][i];
+        }
+      }
+    }
+  }
+
+  static constexpr WinogradKernels table{
+      floats, block_vectors, m,        r,          shape,      input,          multiply<points>,
+      output, weights,       gradient, accumulate<points>, weight_gradient};
 };
 
 // 3x3 at stride 2 (WinogradStride2): tile t of an image is m x m outputs, read from a window of
@@ -865,6 +941,14 @@ struct Stride2Kernels {
     static void input(const vec d[points], vec r[points]) { constant_product(matrices.bt, d, r); }
     static void output(const vec p[points], vec o[m]) { constant_product(matrices.at, p, o); }
     static void weight(const vec g[3], vec r[points]) { constant_product(matrices.g, g, r); }
+    // Training's weight gradient: A on a column of an output-gradient tile, G^T on a column of
+    // What (the transposes of output() and weight()).
+    static void gradient(const vec y[m], vec r[points]) {
+      transposed_constant_product(matrices.at, y, r);
+    }
+    static void weight_gradient(const vec x[points], vec r[3]) {
+      transposed_constant_product(matrices.g, x, r);
+    }
   };
 
   static constexpr WinogradKernels table{floats,
@@ -876,9 +960,9 @@ struct Stride2Kernels {
                                          multiply<points * points>,
                                          output_tiles<m, points, Transform>,
                                          transform_weights_with<points, 3, Transform>,
-                                         nullptr,
-                                         nullptr,
-                                         nullptr};
+                                         gradient_tiles<m, points, Transform>,
+                                         accumulate<points * points>,
+                                         weight_gradient_with<points, 3, Transform>};
 };
 
 }  // namespace

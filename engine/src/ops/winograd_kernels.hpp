@@ -206,12 +206,12 @@ struct WinogradKernels {
 // null for others. Built with -mavx2 -mfma and -mavx512f: call only where the CPU has them.
 const WinogradKernels* winograd_kernels_avx2(int tile, int kernel_size);
 const WinogradKernels* winograd_kernels_avx512(int tile, int kernel_size);
-// F(m, r) along a row (1 x r kernels) or a column (r x 1): F(4, 7) and F(4, 3), forward only
-// (input, multiply, output and weights; the weight gradient's members are null). Null for others.
+// F(m, r) along a row (1 x r kernels) or a column (r x 1): F(4, 7) and F(4, 3), with the weight
+// gradient's members. Null for others.
 const WinogradKernels* winograd_1d_kernels_avx2(int tile, int kernel_size, WinogradShape shape);
 const WinogradKernels* winograd_1d_kernels_avx512(int tile, int kernel_size, WinogradShape shape);
-// 3x3 at stride 2 (WinogradStride2) with m x m output tiles, m = 2 or 4, forward only (as the
-// one-dimensional ones). Null for others.
+// 3x3 at stride 2 (WinogradStride2) with m x m output tiles, m = 2 or 4, with the weight
+// gradient's members (its backward data, a transposed convolution, has none). Null for others.
 const WinogradKernels* winograd_stride2_kernels_avx2(int tile);
 const WinogradKernels* winograd_stride2_kernels_avx512(int tile);
 
