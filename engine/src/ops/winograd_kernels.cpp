@@ -751,6 +751,22 @@ struct Winograd1DKernels {
     return {tile / per_image, along_row ? row : m * row, along_row ? m * column : column};
   }
 
+  // f(tile, its place) for the tiles [first, first + count) of a transformed block (V or D:
+  // [P][padded][channels]); the tiles count..padded are zero.
+  template <typename F>
+  static void each_tile(const WinogradLayer& l, float* block, std::int64_t channels,
+                        std::int64_t first, int count, int padded, F f) {
+    const std::int64_t position_stride = static_cast<std::int64_t>(padded) * channels;
+    for (int t = 0; t < padded; ++t) {
+      float* tile = block + static_cast<std::int64_t>(t) * channels;
+      if (t < count) {
+        f(tile, place(l, first + t));
+      } else {
+        zero_tile(tile, channels, points, position_stride);
+      }
+    }
+  }
+
   static void input(const WinogradLayer& l, const float* src, std::int64_t first, int count,
                     int padded, float* v) {
     const std::int64_t c_total = l.in_channels;
@@ -758,13 +774,7 @@ struct Winograd1DKernels {
     const std::int64_t position_stride = static_cast<std::int64_t>(padded) * c_total;
     // Where tap j of the window is, relative to its first tap, in floats of one channel plane.
     const std::int64_t step = along_row ? floats : l.width * floats;
-    for (int t = 0; t < padded; ++t) {
-      float* tile_out = v + static_cast<std::int64_t>(t) * c_total;
-      if (t >= count) {
-        zero_tile(tile_out, c_total, points, position_stride);
-        continue;
-      }
-      const TilePlace at = place(l, first + t);
+    each_tile(l, v, c_total, first, count, padded, [&](float* tile_out, const TilePlace& at) {
       const std::int64_t y0 = at.y - l.pad_top;
       const std::int64_t x0 = at.x - l.pad_left;
       // Taps [lo, hi) of the window are inside the image, the rest are padding.
@@ -787,7 +797,7 @@ struct Winograd1DKernels {
 #pragma GCC unroll 16
         for (int p = 0; p < points; ++p) store(out + p * position_stride, transformed[p]);
       }
-    }
+    });
   }
 
   static void output(const WinogradLayer& l, const float* product, const WinogradOutputOps& ops,
@@ -867,13 +877,7 @@ struct Winograd1DKernels {
     const std::int64_t blocks = k_total / floats;
     const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
     const std::int64_t step = along_row ? floats : l.out_width * floats;
-    for (int t = 0; t < padded; ++t) {
-      float* tile_out = d + static_cast<std::int64_t>(t) * k_total;
-      if (t >= count) {
-        zero_tile(tile_out, k_total, points, position_stride);
-        continue;
-      }
-      const TilePlace at = place(l, first + t);
+    each_tile(l, d, k_total, first, count, padded, [&](float* tile_out, const TilePlace& at) {
       const std::int64_t left = along_row ? l.out_width - at.x : l.out_height - at.y;
       const int here = left < m ? static_cast<int>(left) : m;
       for (std::int64_t kb = 0; kb < blocks; ++kb) {
@@ -888,7 +892,7 @@ struct Winograd1DKernels {
 #pragma GCC unroll 16
         for (int p = 0; p < points; ++p) store(out + p * position_stride, transformed[p]);
       }
-    }
+    });
   }
 
   // dW = G^T (sum of the `parts` partial What) for output channels [k_begin, k_end), scattered
