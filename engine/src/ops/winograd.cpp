@@ -793,7 +793,7 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
   // dx = dy convolved with the kernel transposed (K and C swap) and flipped, padded by R - 1 - p
   // along each dimension (R taps): dx[i] = sum over r of dy[i + p - r] w[r]
   //                                      = sum over r' of dy[i - (R - 1 - p) + r'] w[R - 1 - r'].
-  // (1 x r and r x 1 kernels: R is 1 across, where the padding stays p = 0.)
+  // (1 x r and r x 1 kernels: R is 1 across the taps, where a padding p becomes -p, a crop.)
   WeightSource source;
   source.trained_offsets[0] = std::move((*offsets)[1]);
   source.trained_offsets[1] = std::move((*offsets)[0]);
