@@ -670,6 +670,13 @@ void accumulate(const WinogradLayer& l, const float* v, const float* d, int padd
   }
 }
 
+// One vector of What: the sum of its `parts` partial sums, part_stride floats apart.
+vec summed_parts(const float* at, int parts, std::int64_t part_stride) {
+  vec sum = load(at);
+  for (int part = 1; part < parts; ++part) sum += load(at + part * part_stride);
+  return sum;
+}
+
 // dW = G^T (sum of the `parts` partial What, part_stride floats apart) G for output channels
 // [k_begin, k_end) (multiples of vector_floats), scattered into the trained tensor's layout
 // (T::weight_gradient: G^T on one column of alpha).
@@ -685,10 +692,8 @@ void weight_gradient_with(const WinogradLayer& l, const float* w_hat, int parts,
     for (std::int64_t c = 0; c < c_total; ++c) {
       vec x[alpha][alpha];
       for (int p = 0; p < alpha * alpha; ++p) {
-        const float* at = w_hat + p * position_stride + c * k_total + k;
-        vec sum = load(at);
-        for (int part = 1; part < parts; ++part) sum += load(at + part * part_stride);
-        x[p / alpha][p % alpha] = sum;
+        x[p / alpha][p % alpha] =
+            summed_parts(w_hat + p * position_stride + c * k_total + k, parts, part_stride);
       }
       vec gx[ks][alpha];  // G^T x, column by column
       for (int j = 0; j < alpha; ++j) {
@@ -909,10 +914,7 @@ struct Winograd1DKernels {
       for (std::int64_t c = 0; c < c_total; ++c) {
         vec x[points];
         for (int p = 0; p < points; ++p) {
-          const float* at = w_hat + p * position_stride + c * k_total + k;
-          vec sum = load(at);
-          for (int part = 1; part < parts; ++part) sum += load(at + part * part_stride);
-          x[p] = sum;
+          x[p] = summed_parts(w_hat + p * position_stride + c * k_total + k, parts, part_stride);
         }
         vec result[r];
         transposed_constant_product(matrices.g, x, result);
