@@ -654,29 +654,38 @@ WinogradLayer layer_of(const Dims& in, const Dims& out, std::int64_t pad_top,
   return layer;
 }
 
+// The kernels timed for a convolution of this kernel size and shape, channel block `block`: every
+// tile size of a square kernel (tiles_for), F(4) for the one-dimensional ones, and at stride 2
+// F(4x4) (81 products per 16 outputs) and F(2x2) (25 per 4, with 3.1x smaller weights than
+// F(4x4)'s 9x, which batch 1 streams, and fewer tiles past the edge of 14x14 and 7x7 images).
+std::vector<const WinogradKernels*> candidates(std::int64_t block, int kernel_size,
+                                               WinogradShape shape, bool training) {
+  std::vector<const WinogradKernels*> found;
+  switch (shape) {
+    case WinogradShape::square:
+      for (int tile : tiles_for(kernel_size, training))
+        found.push_back(kernels_for(block, tile, kernel_size));
+      break;
+    case WinogradShape::row:
+    case WinogradShape::column:
+      found.push_back(kernels_1d_for(block, 4, kernel_size, shape));
+      break;
+    case WinogradShape::stride2:
+      for (int tile : {4, 2}) found.push_back(kernels_stride2_for(block, tile));
+      break;
+  }
+  std::erase(found, nullptr);
+  return found;
+}
+
 // Every tile size for the kernel size, timed.
 void add_tiles(Lowering& l, const std::string& name, Step& step, std::int64_t block,
                int kernel_size, const Dims& in, const Dims& out, std::int64_t pad_top,
                std::int64_t pad_left, const WinogradOutputOps& ops, bool has_bias,
                const WeightSource& source, WinogradShape shape = WinogradShape::square) {
   const WinogradLayer layer = layer_of(in, out, pad_top, pad_left);
-  if (shape == WinogradShape::stride2) {
-    // F(4x4) does 81 products per 16 outputs, F(2x2) 25 per 4 with 3.1x smaller weights than
-    // F(4x4)'s 9x (batch 1 streams them) and fewer tiles past the edge of 14x14 and 7x7 images.
-    for (int tile : {4, 2}) {
-      add_alternative(l, name, step, layer, kernels_stride2_for(block, tile), ops, has_bias,
-                      source);
-    }
-    return;
-  }
-  if (shape != WinogradShape::square) {
-    add_alternative(l, name, step, layer, kernels_1d_for(block, 4, kernel_size, shape), ops,
-                    has_bias, source);
-    return;
-  }
-  for (int tile : tiles_for(kernel_size, l.training())) {
-    add_alternative(l, name, step, layer, kernels_for(block, tile, kernel_size), ops, has_bias,
-                    source);
+  for (const WinogradKernels* kernels : candidates(block, kernel_size, shape, l.training())) {
+    add_alternative(l, name, step, layer, kernels, ops, has_bias, source);
   }
 }
 
@@ -823,23 +832,9 @@ bool add_winograd_weight_gradient_alternative(Lowering& l, int node, Step& step,
   auto offsets = separable_offsets(diff_weights_md);
   if (!offsets) return false;
   const WinogradLayer layer = layer_of(w->in, w->out, w->conv.padding[0], w->conv.padding[1]);
-  std::vector<const WinogradKernels*> candidates;
-  switch (w->shape) {
-    case WinogradShape::square:
-      for (int tile : tiles_for(w->kernel_size, true))
-        candidates.push_back(kernels_for(block, tile, w->kernel_size));
-      break;
-    case WinogradShape::row:
-    case WinogradShape::column:
-      candidates.push_back(kernels_1d_for(block, 4, w->kernel_size, w->shape));
-      break;
-    case WinogradShape::stride2:
-      for (int tile : {4, 2}) candidates.push_back(kernels_stride2_for(block, tile));
-      break;
-  }
   bool added = false;
-  for (const WinogradKernels* kernels : candidates) {
-    if (kernels == nullptr || kernels->gradient == nullptr) continue;
+  for (const WinogradKernels* kernels : candidates(block, w->kernel_size, w->shape, true)) {
+    if (kernels->gradient == nullptr) continue;
     add_weight_gradient_alternative(l, step, layer, kernels, has_bias, *offsets);
     added = true;
   }
