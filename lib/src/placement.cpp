@@ -67,7 +67,8 @@ std::vector<Domain> collect_domains(const Topology& topology, HyperthreadPolicy 
     if (pus.empty()) continue;
     // One thread per core: use the core's first allowed hardware thread, so a partially allowed
     // core (only its second sibling in the cpuset) still counts.
-    if (hyperthreads == HyperthreadPolicy::one_per_core) pus.resize(1);
+    // (erase, not resize(1): GCC 16 warns -Warray-bounds on resize's growing path, dead here.)
+    if (hyperthreads == HyperthreadPolicy::one_per_core) pus.erase(pus.begin() + 1, pus.end());
     auto [it, inserted] = by_numa.try_emplace(core.numa, domains.size());
     if (inserted) domains.push_back(Domain{core.numa, core.package, {}, 0, 0});
     for (unsigned pu : pus) domains[it->second].slots.push_back({pu, core.numa, position});

@@ -77,9 +77,12 @@ def mpi_missing() -> str:
     plugins = list(Path("/usr/lib").glob("*/slurm-wlm/mpi_pmix*.so")) + \
         list(Path("/usr/lib").glob("slurm*/mpi_pmix*.so"))
     if not plugins:
+        # (Debian's Slurm 26.05, in sid, is built without it: mpi/pmi2 and mpi/cray_shasta only.)
         return "Slurm's mpi/pmix plugin is not installed"
+    # libpmix-dev's link: under pmix2/lib up to Debian 13, in the multiarch directory after.
     if not (list(Path("/usr/lib").glob("*/pmix2/lib/libpmix.so")) +
-            list(Path("/usr/lib").glob("pmix2/lib/libpmix.so"))):
+            list(Path("/usr/lib").glob("pmix2/lib/libpmix.so")) +
+            list(Path("/usr/lib").glob("*/libpmix.so"))):
         return "libpmix.so (libpmix-dev) is missing: Slurm's pmix plugin cannot load PMIx"
     return ""
 
