@@ -79,7 +79,8 @@ def mpi_missing() -> str:
     if not plugins:
         # (Debian's Slurm 26.05, in sid, is built without it: mpi/pmi2 and mpi/cray_shasta only.)
         return "Slurm's mpi/pmix plugin is not installed"
-    # libpmix-dev's link: under pmix2/lib up to Debian 13, in the multiarch directory after.
+    # libpmix-dev's link: pmix2/lib/libpmix.so (Debian 12 and 13 also have the multiarch one);
+    # sid has only the multiarch libpmix.so.
     if not (list(Path("/usr/lib").glob("*/pmix2/lib/libpmix.so")) +
             list(Path("/usr/lib").glob("pmix2/lib/libpmix.so")) +
             list(Path("/usr/lib").glob("*/libpmix.so"))):
