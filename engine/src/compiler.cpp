@@ -14,6 +14,7 @@
 #include "compiled_graph.hpp"
 #include "memory_planner.hpp"
 #include "op_registry.hpp"
+#include "ops/batch_norm_pool.hpp"
 #include "schedule.hpp"
 
 namespace tfpin::engine::detail {
@@ -108,7 +109,10 @@ void run_passes(Ir& ir, const CompileOptions& options, CompileReport& report) {
     // Batch norm keeps its own step (batch statistics); residual adds stay adds (their gradient is
     // routed to both operands). ReLUs still fuse: their backward reads the output; the other
     // activations do not (theirs reads the input, which a fused step never writes).
-    if (options.fusion) report.fused_relus = fuse_relus(ir);
+    if (options.fusion) {
+      report.fused_relus = fuse_relus(ir);
+      if (batch_norm_pool_available()) report.fused_pools = fuse_batch_norm_max_pools(ir);
+    }
     return;
   }
   drop_identities(ir);

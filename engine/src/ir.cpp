@@ -383,6 +383,28 @@ int fuse_relus(Ir& ir) {
   return fused;
 }
 
+int fuse_batch_norm_max_pools(Ir& ir) {
+  int fused = 0;
+  for (std::size_t i = 0; i < ir.nodes.size(); ++i) {
+    Node& pool = ir.nodes[i];
+    if (pool.dead || pool.kind != OpKind::max_pool) continue;
+    const int x = pool.inputs[0];
+    Node* bn = producer_node(ir, x);
+    if (bn == nullptr || bn->kind != OpKind::batch_norm || bn->fused_max_pool) continue;
+    if (bn->post_ops.size() != 1 || bn->post_ops[0].kind != PostOp::Kind::relu) continue;
+    if (!single_internal_use(ir, x, static_cast<int>(i))) continue;
+    const Dims& dims = ir.values[static_cast<std::size_t>(x)].dims;
+    const auto& a = std::get<Pool2D>(pool.attrs);
+    // The window index is kept in 7 bits; channel blocks of 8 or 16 hold no padding.
+    if (dims.size() != 4 || dims[1] % 16 != 0 || a.kernel[0] * a.kernel[1] > 127) continue;
+    bn->fused_max_pool = a;
+    bn->padding = pool.padding;
+    absorb(ir, ir.values[static_cast<std::size_t>(x)].producer, static_cast<int>(i));
+    ++fused;
+  }
+  return fused;
+}
+
 int fuse_eltwises(Ir& ir) {
   int fused = 0;
   for (std::size_t i = 0; i < ir.nodes.size(); ++i) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,12 @@ struct Node {
   OpAttrs attrs;
   std::vector<PostOp> post_ops;
   bool dead = false;
-  // Derived at shape inference: effective padding of pooling with ceil_mode.
+  // Derived at shape inference: effective padding of pooling with ceil_mode (and of the max
+  // pooling a batch norm took over, below).
   std::array<std::int64_t, 4> padding{0, 0, 0, 0};
+  // Training: the max pooling after this batch norm + ReLU, computed in the same step
+  // (fuse_batch_norm_max_pools); the node's output is then the pooled tensor.
+  std::optional<Pool2D> fused_max_pool;
 };
 
 struct Ir {
@@ -70,6 +75,9 @@ int fuse_relus(Ir& ir);        // conv/inner_product/add/batch_norm -> relu: pos
 int fuse_eltwises(Ir& ir);
 int fuse_residual_adds(Ir& ir);  // conv -> add: sum post-op
 void drop_identities(Ir& ir);    // dropout: consumers read its input
+// Training, after fuse_relus: batch_norm + ReLU -> max_pool (the ReLU's output read by the pooling
+// alone, channels a multiple of 16, windows of at most 127 taps) becomes one node.
+int fuse_batch_norm_max_pools(Ir& ir);
 
 std::string dims_string(const Dims& dims);
 std::int64_t element_count(const Dims& dims);

@@ -180,6 +180,7 @@ std::string Lowering::op_label(const Node& node) const {
         break;
     }
   }
+  if (node.fused_max_pool) label += "+max_pool";
   return label;
 }
 

@@ -4,6 +4,7 @@
 // fuse_norm_relu keeps a bit mask for the ReLU's backward).
 #include <cmath>
 
+#include "batch_norm_pool.hpp"
 #include "common.hpp"
 
 namespace tfpin::engine::detail {
@@ -35,7 +36,7 @@ static Status infer_batch_norm(Ir& ir, int node, Dims& out) {
 
 namespace {
 
-static void lower_batch_norm_training(Lowering& l, int node) {
+static void lower_batch_norm_training_step(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   const int x = n.inputs[0];
   const Dims& xd = value_of(l.ir, x).dims;
@@ -73,6 +74,20 @@ static void lower_batch_norm_training(Lowering& l, int node) {
   }
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
+}
+
+static void lower_batch_norm_training(Lowering& l, int node) {
+  Node& n = node_of(l.ir, node);
+  const int x = n.inputs[0];
+  const Dims& xd = value_of(l.ir, x).dims;
+  const std::int64_t c = xd[1];
+  const md_t vec({c}, dnnl::memory::data_type::f32, tag::x);
+  if (n.fused_max_pool) {
+    lower_batch_norm_pool(l, node);
+  } else {
+    lower_batch_norm_training_step(l, node);
+  }
+  const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
 
   // Running statistics as PyTorch keeps them: unbiased variance, exponential average.
   Step update;
@@ -136,6 +151,10 @@ static void lower_batch_norm(Lowering& l, int node) {
 
 static void backward_batch_norm(Lowering& l, int node) {
   const Node& n = node_of(l.ir, node);
+  if (n.fused_max_pool) {
+    backward_batch_norm_pool(l, node);
+    return;
+  }
   const ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];
   const auto fwd = std::any_cast<dnnl::batch_normalization_forward::primitive_desc>(r.pd);
   const std::int64_t c = value_of(l.ir, n.inputs[0]).dims[1];

@@ -148,6 +148,7 @@ struct CompileReport {
   std::vector<KernelChoice> kernel_choices;  // filled when the timed runs are over
   int folded_batch_norms = 0;
   int fused_relus = 0;
+  int fused_pools = 0;  // training: batch norm + ReLU + max pooling computed as one step
   int fused_eltwises = 0;            // inference: other activations made post-ops (Graph::eltwise)
   int fused_adds = 0;                // residual adds turned into sum post-ops
   int in_place_adds = 0;             // ... of which write straight into the residual's buffer

@@ -1,0 +1,239 @@
+// The vectorised parts of training's batch norm + ReLU + max pooling step
+// (batch_norm_pool_kernels.hpp). One source for every ISA, built once per vector width like
+// winograd_kernels.cpp, and under the same rule: nothing from a header's inline functions or
+// templates (the linker would keep one copy, possibly the AVX-512 one on an AVX2 machine).
+#include "batch_norm_pool_kernels.hpp"
+
+#include <immintrin.h>
+
+#ifndef TFPIN_WINOGRAD_FLOATS
+#error "build with TFPIN_WINOGRAD_FLOATS=8 (AVX2) or 16 (AVX-512)"
+#endif
+
+namespace tfpin::engine::detail {
+namespace {
+
+constexpr int lanes = TFPIN_WINOGRAD_FLOATS;
+
+// Unaligned and allowed to alias (the buffers are floats and bytes).
+typedef float vec __attribute__((vector_size(lanes * 4), aligned(4), may_alias));
+typedef int ivec __attribute__((vector_size(lanes * 4)));
+
+inline vec load(const float* p) { return *reinterpret_cast<const vec*>(p); }
+inline void store(float* p, vec x) { *reinterpret_cast<vec*>(p) = x; }
+// Widening and narrowing by hand: GCC 12 made __builtin_convertvector's a byte at a time. (The
+// intrinsics are always inlined, never a linked copy.)
+inline ivec load_index(const unsigned char* p) {
+#if TFPIN_WINOGRAD_FLOATS == 16
+  return reinterpret_cast<ivec>(
+      _mm512_maskz_cvtepu8_epi32(0xffff, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+#else
+  return reinterpret_cast<ivec>(
+      _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+#endif
+}
+inline void store_index(unsigned char* p, ivec x) {
+#if TFPIN_WINOGRAD_FLOATS == 16
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                   _mm512_maskz_cvtepi32_epi8(0xffff, reinterpret_cast<__m512i>(x)));
+#else
+  const auto v = reinterpret_cast<__m256i>(x);  // values 0..255: the saturating packs keep them
+  const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(words, words));
+#endif
+}
+inline ivec splat_int(int x) { return x - ivec{}; }
+
+// The window's rows (or columns) inside the input: [begin, end) of the kernel's.
+struct Span {
+  int begin;
+  int end;
+};
+inline Span inside(std::int64_t start, int kernel, std::int64_t size) {
+  const int begin = start < 0 ? static_cast<int>(-start) : 0;
+  const int end = start + kernel > size ? static_cast<int>(size - start) : kernel;
+  return {begin, end};
+}
+
+void statistics(const BatchNormPoolPlane& plane, const float* x, const float* shift, double* sum,
+                double* squares) {
+  const BatchNormPoolPlane p = plane;  // a copy: the stores may alias anything
+  const vec s = load(shift);
+  for (std::int64_t h = 0; h < p.height; ++h) {
+    // Two chains per sum: an add's latency, not the loads, would bound one.
+    vec a0{}, a1{}, q0{}, q1{};
+    const float* row = x + h * p.x_row;
+    std::int64_t w = 0;
+    for (; w + 2 <= p.width; w += 2) {
+      const vec d0 = load(row + w * p.x_pixel) - s;
+      const vec d1 = load(row + (w + 1) * p.x_pixel) - s;
+      a0 += d0;
+      a1 += d1;
+      q0 += d0 * d0;
+      q1 += d1 * d1;
+    }
+    if (w < p.width) {
+      const vec d = load(row + w * p.x_pixel) - s;
+      a0 += d;
+      q0 += d * d;
+    }
+    a0 += a1;
+    q0 += q1;
+    for (int j = 0; j < lanes; ++j) {
+      sum[j] += a0[j];
+      squares[j] += q0[j];
+    }
+  }
+}
+
+// `count` adjacent outputs of one row, from ow on: their own maxima, interleaved so that the
+// compare-and-select chains (one per output) overlap. `full`: every window has all its columns.
+template <int count, bool full>
+inline void pool_outputs(const BatchNormPoolPlane& p, const float* x, std::int64_t h0, Span rows,
+                         std::int64_t oh, std::int64_t ow, vec mean, vec scale, vec shift, float* y,
+                         unsigned char* index, float* x_max) {
+  const std::int64_t x_row = p.x_row;
+  const std::int64_t x_pixel = p.x_pixel;
+  const std::int64_t stride = p.stride_w;
+  const int kernel_w = p.kernel_w;
+  const std::int64_t w0 = ow * stride - p.pad_left;
+  const Span columns = full ? Span{0, kernel_w} : inside(w0, kernel_w, p.width);
+  vec best[count];
+  vec best_x[count];
+  ivec at[count];
+  for (int u = 0; u < count; ++u) {
+    best[u] = vec{} - __builtin_inff();
+    best_x[u] = vec{};
+    at[u] = ivec{};
+  }
+  for (int i = rows.begin; i < rows.end; ++i) {
+    const float* row = x + (h0 + i) * x_row + w0 * x_pixel;
+    for (int k = columns.begin; k < columns.end; ++k) {
+      const ivec tap = splat_int(i * kernel_w + k);
+#pragma GCC unroll 4
+      for (int u = 0; u < count; ++u) {
+        const vec xv = load(row + (u * stride + k) * x_pixel);
+        const vec z = scale * (xv - mean) + shift;
+        const ivec greater = z > best[u];
+        best[u] = greater ? z : best[u];
+        best_x[u] = greater ? xv : best_x[u];
+        at[u] = greater ? tap : at[u];
+      }
+    }
+  }
+  for (int u = 0; u < count; ++u) {
+    const ivec on = best[u] > vec{};
+    const std::int64_t out = oh * p.y_row + (ow + u) * p.y_pixel;
+    store(y + out, on ? best[u] : vec{});
+    store(x_max + out, best_x[u]);
+    store_index(index + out, at[u] | (on & splat_int(batch_norm_pool_active)));
+  }
+}
+
+void forward(const BatchNormPoolPlane& plane, const float* x, const float* mean_in,
+             const float* scale_in, const float* shift_in, float* y, unsigned char* index,
+             float* x_max) {
+  const vec mean = load(mean_in);
+  const vec scale = load(scale_in);
+  const vec shift = load(shift_in);
+  // A copy: the stores may alias anything, so the compiler would reload the fields after each.
+  const BatchNormPoolPlane p = plane;
+  constexpr int group = 4;
+  for (std::int64_t oh = 0; oh < p.out_height; ++oh) {
+    const std::int64_t h0 = oh * p.stride_h - p.pad_top;
+    const Span rows = inside(h0, p.kernel_h, p.height);
+    std::int64_t ow = 0;
+    for (; ow < p.out_width; ++ow) {  // up to the first window with all its columns
+      if (ow * p.stride_w - p.pad_left >= 0) break;
+      pool_outputs<1, false>(p, x, h0, rows, oh, ow, mean, scale, shift, y, index, x_max);
+    }
+    for (; ow + group <= p.out_width &&
+           (ow + group - 1) * p.stride_w - p.pad_left + p.kernel_w <= p.width;
+         ow += group) {
+      pool_outputs<group, true>(p, x, h0, rows, oh, ow, mean, scale, shift, y, index, x_max);
+    }
+    for (; ow < p.out_width; ++ow) {
+      pool_outputs<1, false>(p, x, h0, rows, oh, ow, mean, scale, shift, y, index, x_max);
+    }
+  }
+}
+
+void gradient_sums(const BatchNormPoolPlane& plane, const float* dy, const unsigned char* index,
+                   const float* x_max, const float* mean, double* sum_dy, double* sum_dy_x) {
+  const BatchNormPoolPlane p = plane;  // a copy: the stores may alias anything
+  const vec m = load(mean);
+  const ivec active = splat_int(batch_norm_pool_active);
+  for (std::int64_t oh = 0; oh < p.out_height; ++oh) {
+    vec s{}, t{};
+    for (std::int64_t ow = 0; ow < p.out_width; ++ow) {
+      const std::int64_t out = oh * p.y_row + ow * p.y_pixel;
+      const ivec on = (load_index(index + out) & active) != ivec{};
+      const vec g = on ? load(dy + out) : vec{};
+      s += g;
+      t += g * (load(x_max + out) - m);
+    }
+    for (int j = 0; j < lanes; ++j) {
+      sum_dy[j] += s[j];
+      sum_dy_x[j] += t[j];
+    }
+  }
+}
+
+void backward(const BatchNormPoolPlane& plane, const float* x, const float* dy,
+              const unsigned char* index, const float* mean_in, const float* scale_in,
+              const float* slope_in, const float* offset_in, float* dx) {
+  const BatchNormPoolPlane p = plane;  // a copy: the stores may alias anything
+  const vec mean = load(mean_in);
+  const vec scale = load(scale_in);
+  const vec slope = load(slope_in);
+  const vec offset = load(offset_in);
+  const ivec active = splat_int(batch_norm_pool_active);
+  const ivec where = splat_int(static_cast<int>(batch_norm_pool_active) - 1);
+  // Rows get their dense part just before the first window reaching them, so that the routed
+  // gradients are added while the row is still in the cache.
+  std::int64_t filled = 0;
+  auto fill_to = [&](std::int64_t end) {
+    for (; filled < end; ++filled) {
+      const float* xr = x + filled * p.x_row;
+      float* dr = dx + filled * p.x_row;
+      for (std::int64_t w = 0; w < p.width; ++w) {
+        store(dr + w * p.x_pixel, slope * (load(xr + w * p.x_pixel) - mean) + offset);
+      }
+    }
+  };
+  for (std::int64_t oh = 0; oh < p.out_height; ++oh) {
+    const std::int64_t h0 = oh * p.stride_h - p.pad_top;
+    const Span rows = inside(h0, p.kernel_h, p.height);
+    fill_to(h0 + rows.end);
+    for (std::int64_t ow = 0; ow < p.out_width; ++ow) {
+      const std::int64_t w0 = ow * p.stride_w - p.pad_left;
+      const Span columns = inside(w0, p.kernel_w, p.width);
+      const std::int64_t out = oh * p.y_row + ow * p.y_pixel;
+      const ivec at = load_index(index + out);
+      const vec g = (at & active) != ivec{} ? scale * load(dy + out) : vec{};
+      const ivec position = at & where;
+      for (int i = rows.begin; i < rows.end; ++i) {
+        float* row = dx + (h0 + i) * p.x_row + w0 * p.x_pixel;
+        for (int k = columns.begin; k < columns.end; ++k) {
+          float* d = row + k * p.x_pixel;
+          store(d, load(d) + (position == splat_int(i * p.kernel_w + k) ? g : vec{}));
+        }
+      }
+    }
+  }
+  fill_to(p.height);
+}
+
+constexpr BatchNormPoolKernels table = {lanes, statistics, forward, gradient_sums, backward};
+
+}  // namespace
+
+#if TFPIN_WINOGRAD_FLOATS == 16
+const BatchNormPoolKernels* batch_norm_pool_kernels_avx512() {
+#else
+const BatchNormPoolKernels* batch_norm_pool_kernels_avx2() {
+#endif
+  return &table;
+}
+
+}  // namespace tfpin::engine::detail
