@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <optional>
 
@@ -82,6 +83,13 @@ struct Plan {
     return static_cast<std::uint64_t>(items() * 2 * lanes()) * sizeof(double) +
            static_cast<std::uint64_t>(4 * channels) * sizeof(float);
   }
+  // Non-temporal stores need aligned vectors, and whole cache lines from consecutive pixels.
+  [[nodiscard]] bool can_stream(const Planes& planes, const void* floats, const void* bytes) const {
+    const auto vector = static_cast<std::uintptr_t>(lanes() * sizeof(float));
+    return !planes.channels_last && planes.pixel == lanes() &&
+           reinterpret_cast<std::uintptr_t>(floats) % vector == 0 &&
+           reinterpret_cast<std::uintptr_t>(bytes) % static_cast<std::uintptr_t>(lanes()) == 0;
+  }
 
   // Where plane `item` (one image, one channel block) starts: in x, in the pooled tensors, and
   // its first channel.
@@ -144,9 +152,10 @@ struct Plan {
       variance[c] = static_cast<float>(var);
       scale[c] = static_cast<float>(gamma[c] / std::sqrt(var + epsilon));
     }
+    const bool streaming = can_stream(y, x_max, index);
     each_plane([&](const PlaneAt& at) {
       kernels->forward(plane, src + at.in, mean + at.c0, scale + at.c0, beta + at.c0, dst + at.out,
-                       index + at.out, x_max + at.out);
+                       index + at.out, x_max + at.out, streaming);
     });
   }
 
@@ -177,6 +186,7 @@ struct Plan {
       offset[c] = static_cast<float>(-s * sum_dy[k] / count());
     }
     if (dx == nullptr) return;
+    // (dx with non-temporal stores, through a ring of rows in the cache, measured slower.)
     each_plane([&](const PlaneAt& at) {
       kernels->backward(plane, src + at.in, dy + at.out, index + at.out, mean + at.c0,
                         scale + at.c0, slope + at.c0, offset + at.c0, dx + at.in);

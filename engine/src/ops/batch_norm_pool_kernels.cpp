@@ -44,6 +44,28 @@ inline void store_index(unsigned char* p, ivec x) {
 }
 inline ivec splat_int(int x) { return x - ivec{}; }
 
+// Non-temporal stores, for outputs read again only much later (or never from the cache): no
+// read of the line before it is written. Aligned addresses only: a vector for the floats, the
+// index's bytes for the index.
+inline void stream(float* p, vec x) {
+#if TFPIN_WINOGRAD_FLOATS == 16
+  _mm512_stream_ps(p, reinterpret_cast<__m512>(x));
+#else
+  _mm256_stream_ps(p, reinterpret_cast<__m256>(x));
+#endif
+}
+inline void stream_index(unsigned char* p, ivec x) {
+#if TFPIN_WINOGRAD_FLOATS == 16
+  _mm_stream_si128(reinterpret_cast<__m128i*>(p),
+                   _mm512_maskz_cvtepi32_epi8(0xffff, reinterpret_cast<__m512i>(x)));
+#else
+  const auto v = reinterpret_cast<__m256i>(x);
+  const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  _mm_stream_si64(reinterpret_cast<long long*>(p),
+                  _mm_cvtsi128_si64(_mm_packus_epi16(words, words)));
+#endif
+}
+
 // The window's rows (or columns) inside the input: [begin, end) of the kernel's.
 struct Span {
   int begin;
@@ -88,7 +110,7 @@ void statistics(const BatchNormPoolPlane& plane, const float* x, const float* sh
 
 // `count` adjacent outputs of one row, from ow on: their own maxima, interleaved so that the
 // compare-and-select chains (one per output) overlap. `full`: every window has all its columns.
-template <int count, bool full>
+template <int count, bool full, bool streaming>
 inline void pool_outputs(const BatchNormPoolPlane& p, const float* x, std::int64_t h0, Span rows,
                          std::int64_t oh, std::int64_t ow, vec mean, vec scale, vec shift, float* y,
                          unsigned char* index, float* x_max) {
@@ -124,15 +146,22 @@ inline void pool_outputs(const BatchNormPoolPlane& p, const float* x, std::int64
   for (int u = 0; u < count; ++u) {
     const ivec on = best[u] > vec{};
     const std::int64_t out = oh * p.y_row + (ow + u) * p.y_pixel;
-    store(y + out, on ? best[u] : vec{});
-    store(x_max + out, best_x[u]);
-    store_index(index + out, at[u] | (on & splat_int(batch_norm_pool_active)));
+    store(y + out, on ? best[u] : vec{});  // read next by the following layer
+    const ivec where = at[u] | (on & splat_int(batch_norm_pool_active));
+    if constexpr (streaming) {
+      stream(x_max + out, best_x[u]);
+      stream_index(index + out, where);
+    } else {
+      store(x_max + out, best_x[u]);
+      store_index(index + out, where);
+    }
   }
 }
 
-void forward(const BatchNormPoolPlane& plane, const float* x, const float* mean_in,
-             const float* scale_in, const float* shift_in, float* y, unsigned char* index,
-             float* x_max) {
+template <bool streaming>
+void forward_with(const BatchNormPoolPlane& plane, const float* x, const float* mean_in,
+                  const float* scale_in, const float* shift_in, float* y, unsigned char* index,
+                  float* x_max) {
   const vec mean = load(mean_in);
   const vec scale = load(scale_in);
   const vec shift = load(shift_in);
@@ -145,16 +174,29 @@ void forward(const BatchNormPoolPlane& plane, const float* x, const float* mean_
     std::int64_t ow = 0;
     for (; ow < p.out_width; ++ow) {  // up to the first window with all its columns
       if (ow * p.stride_w - p.pad_left >= 0) break;
-      pool_outputs<1, false>(p, x, h0, rows, oh, ow, mean, scale, shift, y, index, x_max);
+      pool_outputs<1, false, streaming>(p, x, h0, rows, oh, ow, mean, scale, shift, y, index,
+                                        x_max);
     }
     for (; ow + group <= p.out_width &&
            (ow + group - 1) * p.stride_w - p.pad_left + p.kernel_w <= p.width;
          ow += group) {
-      pool_outputs<group, true>(p, x, h0, rows, oh, ow, mean, scale, shift, y, index, x_max);
+      pool_outputs<group, true, streaming>(p, x, h0, rows, oh, ow, mean, scale, shift, y, index,
+                                           x_max);
     }
     for (; ow < p.out_width; ++ow) {
-      pool_outputs<1, false>(p, x, h0, rows, oh, ow, mean, scale, shift, y, index, x_max);
+      pool_outputs<1, false, streaming>(p, x, h0, rows, oh, ow, mean, scale, shift, y, index,
+                                        x_max);
     }
+  }
+}
+
+void forward(const BatchNormPoolPlane& plane, const float* x, const float* mean, const float* scale,
+             const float* shift, float* y, unsigned char* index, float* x_max, bool streaming) {
+  if (streaming) {
+    forward_with<true>(plane, x, mean, scale, shift, y, index, x_max);
+    _mm_sfence();
+  } else {
+    forward_with<false>(plane, x, mean, scale, shift, y, index, x_max);
   }
 }
 

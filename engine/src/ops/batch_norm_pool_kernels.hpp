@@ -41,9 +41,12 @@ struct BatchNormPoolKernels {
                      double* squares);
   // z = scale (x - mean) + shift per lane; y = max over the window of max(z, 0); index: where z
   // was largest (first of equals), | batch_norm_pool_active when that z > 0; x_max: x there.
+  // `streaming`: the index and x_max (read only by the backward) with non-temporal stores, which
+  // needs them aligned (16 and 64 bytes with AVX-512, 8 and 32 with AVX2) and their pixels
+  // contiguous (y_pixel = lanes).
   void (*forward)(const BatchNormPoolPlane& p, const float* x, const float* mean,
                   const float* scale, const float* shift, float* y, unsigned char* index,
-                  float* x_max);
+                  float* x_max, bool streaming);
   // Over the pooled outputs whose maximum passed the ReLU: sum_dy[j] += dy, sum_dy_x[j] +=
   // dy (x_max - mean[j]).
   void (*gradient_sums)(const BatchNormPoolPlane& p, const float* dy, const unsigned char* index,
