@@ -190,6 +190,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
                   {"folded_batch_norms", report.folded_batch_norms},
                   {"fused_relus", report.fused_relus},
                   {"fused_pools", report.fused_pools},
+                  {"moved_average_pools", report.moved_average_pools},
                   {"fused_adds", report.fused_adds},
                   {"in_place_adds", report.in_place_adds},
                   {"in_place_concats", report.in_place_concats},

@@ -110,6 +110,7 @@ void run_passes(Ir& ir, const CompileOptions& options, CompileReport& report) {
     // routed to both operands). ReLUs still fuse: their backward reads the output; the other
     // activations do not (theirs reads the input, which a fused step never writes).
     if (options.fusion) {
+      report.moved_average_pools = move_average_pools(ir);
       report.fused_relus = fuse_relus(ir);
       if (batch_norm_pool_available()) report.fused_pools = fuse_batch_norm_max_pools(ir);
     }

@@ -383,6 +383,51 @@ int fuse_relus(Ir& ir) {
   return fused;
 }
 
+int move_average_pools(Ir& ir) {
+  int moved = 0;
+  for (std::size_t q = 0; q < ir.nodes.size(); ++q) {
+    Node& conv = ir.nodes[q];
+    if (conv.dead || conv.kind != OpKind::convolution || !conv.post_ops.empty()) continue;
+    const int a = conv.inputs[0];
+    const int p = ir.values[static_cast<std::size_t>(a)].producer;
+    if (p < 0 || ir.nodes[static_cast<std::size_t>(p)].dead) continue;
+    Node& pool = ir.nodes[static_cast<std::size_t>(p)];
+    if (pool.kind != OpKind::avg_pool || !single_internal_use(ir, a, static_cast<int>(q))) continue;
+    const auto& c = std::get<Conv2D>(conv.attrs);
+    const Dims& w = ir.values[static_cast<std::size_t>(conv.inputs[1])].dims;
+    const bool pointwise = c.groups == 1 && c.stride == std::array<std::int64_t, 2>{1, 1} &&
+                           c.padding == std::array<std::int64_t, 4>{0, 0, 0, 0} &&
+                           c.dilation == std::array<std::int64_t, 2>{1, 1} && w[2] == 1 &&
+                           w[3] == 1;
+    // The convolution then runs on the pooling's input: as many pixels only where the pooling
+    // keeps the size.
+    const Dims& x = ir.values[static_cast<std::size_t>(pool.inputs[0])].dims;
+    const Dims& y = ir.values[static_cast<std::size_t>(conv.output)].dims;
+    const bool same_size = x[2] == y[2] && x[3] == y[3];
+    // A bias is averaged too: exact only where every window's divisor counts its valid taps.
+    const auto& attrs = std::get<Pool2D>(pool.attrs);
+    const bool padded = pool.padding != std::array<std::int64_t, 4>{0, 0, 0, 0};
+    const bool bias_kept = conv.inputs.size() < 3 || !attrs.count_include_pad || !padded;
+    if (!pointwise || !same_size || !bias_kept) continue;
+    // Swap them in place (the convolution takes the pooling's slot: the order stays
+    // topological): x -> conv -> a (now K channels) -> pool -> the convolution's old output.
+    Node moved_conv = conv;
+    Node moved_pool = pool;
+    moved_conv.inputs[0] = pool.inputs[0];
+    moved_conv.output = a;
+    moved_pool.inputs[0] = a;
+    moved_pool.output = conv.output;
+    ir.values[static_cast<std::size_t>(a)].dims = y;
+    ir.values[static_cast<std::size_t>(a)].producer = p;
+    ir.values[static_cast<std::size_t>(conv.output)].producer = static_cast<int>(q);
+    ir.nodes[static_cast<std::size_t>(p)] = std::move(moved_conv);
+    ir.nodes[q] = std::move(moved_pool);
+    ir.relink();
+    ++moved;
+  }
+  return moved;
+}
+
 int fuse_batch_norm_max_pools(Ir& ir) {
   int fused = 0;
   for (std::size_t i = 0; i < ir.nodes.size(); ++i) {

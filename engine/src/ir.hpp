@@ -75,6 +75,11 @@ int fuse_relus(Ir& ir);        // conv/inner_product/add/batch_norm -> relu: pos
 int fuse_eltwises(Ir& ir);
 int fuse_residual_adds(Ir& ir);  // conv -> add: sum post-op
 void drop_identities(Ir& ir);    // dropout: consumers read its input
+// Training, first: avg_pool -> 1x1 convolution (stride 1, no padding, one group; the pooling
+// keeping the size) becomes the convolution, then the pooling. Both are linear and act on
+// different axes, so they commute, and the pooling then averages the convolution's K channels
+// instead of its C (Inception v3's branch_pool: 192-2048 channels in, 32-192 out).
+int move_average_pools(Ir& ir);
 // Training, after fuse_relus: batch_norm + ReLU -> max_pool (the ReLU's output read by the pooling
 // alone, channels a multiple of 16, windows of at most 127 taps) becomes one node.
 int fuse_batch_norm_max_pools(Ir& ir);

@@ -254,6 +254,26 @@ TEST_P(TrainingOps, BatchNormReluMaxPool) {
   EXPECT_EQ(report.fused_pools, fused ? 3 : 0);
 }
 
+// Average pooling before a 1x1 convolution (Inception v3's branch_pool): fusion moves the pooling
+// after the convolution (it commutes). Counting the padding with a bias would not commute: left.
+TEST_P(TrainingOps, AveragePoolBeforePointwiseConvolution) {
+  const CompileReport report = check_gradients([](Net& n) {
+    TensorId x = n.input({2, 3, 7, 7});
+    TensorId a = n.g.relu(n.conv(x, 3, 24, 3, 1, 1, true, "stem"));
+    Pool2D counted;
+    counted.kernel = {3, 3};
+    counted.padding = {1, 1, 1, 1};
+    Pool2D valid_only = counted;
+    valid_only.count_include_pad = false;
+    TensorId b = n.conv(n.g.avg_pool(a, counted), 24, 16, 1, 1, 0, false, "counted");
+    TensorId c = n.conv(n.g.avg_pool(a, valid_only), 24, 16, 1, 1, 0, true, "valid_only");
+    TensorId d = n.conv(n.g.avg_pool(a, counted), 24, 16, 1, 1, 0, true, "counted_bias");
+    TensorId y = n.g.concat({n.g.relu(n.bn(b, 16, "bn")), c, d});
+    n.classifier(y, 48 * 7 * 7);
+  });
+  EXPECT_EQ(report.moved_average_pools, std::get<1>(GetParam()) ? 2 : 0);
+}
+
 TEST_P(TrainingOps, ResidualAddWithRelu) {
   check_gradients([](Net& n) {
     TensorId x = n.input({2, 3, 6, 6});
