@@ -191,6 +191,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
                   {"fused_relus", report.fused_relus},
                   {"fused_pools", report.fused_pools},
                   {"moved_average_pools", report.moved_average_pools},
+                  {"max_pools_before_concats", report.max_pools_before_concats},
                   {"fused_adds", report.fused_adds},
                   {"in_place_adds", report.in_place_adds},
                   {"in_place_concats", report.in_place_concats},

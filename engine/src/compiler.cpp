@@ -112,6 +112,7 @@ void run_passes(Ir& ir, const CompileOptions& options, CompileReport& report) {
     if (options.fusion) {
       report.moved_average_pools = move_average_pools(ir);
       report.fused_relus = fuse_relus(ir);
+      report.max_pools_before_concats = max_pools_before_concats(ir);
       if (batch_norm_pool_available()) report.fused_pools = fuse_batch_norm_max_pools(ir);
     }
     return;

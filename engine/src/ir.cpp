@@ -428,6 +428,59 @@ int move_average_pools(Ir& ir) {
   return moved;
 }
 
+int max_pools_before_concats(Ir& ir) {
+  int moved = 0;
+  for (std::size_t i = 0; i < ir.nodes.size(); ++i) {
+    if (ir.nodes[i].dead || ir.nodes[i].kind != OpKind::max_pool) continue;
+    const int joined = ir.nodes[i].inputs[0];
+    const int c = ir.values[static_cast<std::size_t>(joined)].producer;
+    if (c < 0 || ir.nodes[static_cast<std::size_t>(c)].dead ||
+        ir.nodes[static_cast<std::size_t>(c)].kind != OpKind::concat ||
+        !single_internal_use(ir, joined, static_cast<int>(i))) {
+      continue;
+    }
+    // Copies: the nodes grow below. The new nodes go at the end; lowering and training follow
+    // topological_order, not the indices.
+    const Node pool = ir.nodes[i];
+    const Node concat = ir.nodes[static_cast<std::size_t>(c)];
+    std::vector<int> parts;
+    const std::size_t first_part = ir.nodes.size();
+    bool inferred = true;
+    for (std::size_t k = 0; k < concat.inputs.size() && inferred; ++k) {
+      Node part = pool;
+      part.name = fmt::format("{}.{}", pool.name, k);
+      part.inputs = {concat.inputs[k]};
+      Value v;
+      v.name = part.name;
+      v.producer = static_cast<int>(ir.nodes.size());
+      ir.values.push_back(std::move(v));
+      part.output = static_cast<int>(ir.values.size() - 1);
+      ir.nodes.push_back(std::move(part));
+      Dims out;
+      // The pooling was valid on the whole concat, so it is on each part (same height and width):
+      // a failure here would be a bug, and leaves the graph as it was.
+      inferred = infer(ir, static_cast<int>(ir.nodes.size() - 1), out).ok();
+      ir.values.back().dims = out;
+      parts.push_back(static_cast<int>(ir.values.size() - 1));
+    }
+    if (!inferred) {
+      for (std::size_t k = first_part; k < ir.nodes.size(); ++k) ir.nodes[k].dead = true;
+      ir.relink();
+      continue;
+    }
+    Node joined_parts = concat;
+    joined_parts.inputs = parts;
+    joined_parts.output = pool.output;
+    ir.values[static_cast<std::size_t>(pool.output)].producer = static_cast<int>(ir.nodes.size());
+    ir.nodes.push_back(std::move(joined_parts));
+    ir.nodes[i].dead = true;
+    ir.nodes[static_cast<std::size_t>(c)].dead = true;
+    ir.relink();
+    ++moved;
+  }
+  return moved;
+}
+
 int fuse_batch_norm_max_pools(Ir& ir) {
   int fused = 0;
   for (std::size_t i = 0; i < ir.nodes.size(); ++i) {

@@ -80,6 +80,11 @@ void drop_identities(Ir& ir);    // dropout: consumers read its input
 // different axes, so they commute, and the pooling then averages the convolution's K channels
 // instead of its C (Inception v3's branch_pool: 192-2048 channels in, 32-192 out).
 int move_average_pools(Ir& ir);
+// Training, after fuse_relus: concat -> max_pool (the concat read by the pooling alone) becomes a
+// max_pool per part, then a concat of the pooled parts: pooling is per channel, the concat then
+// copies a quarter as much at stride 2, and a part's batch norm + ReLU can take its pooling
+// (below). GoogLeNet's maxpool3 and maxpool4.
+int max_pools_before_concats(Ir& ir);
 // Training, after fuse_relus: batch_norm + ReLU -> max_pool (the ReLU's output read by the pooling
 // alone, channels a multiple of 16, windows of at most 127 taps) becomes one node.
 int fuse_batch_norm_max_pools(Ir& ir);

@@ -254,6 +254,25 @@ TEST_P(TrainingOps, BatchNormReluMaxPool) {
   EXPECT_EQ(report.fused_pools, fused ? 3 : 0);
 }
 
+// Max pooling of a concat (GoogLeNet's maxpool3 and maxpool4): fusion pools each part, then
+// concatenates, and the parts from batch norm + ReLU take their pooling into one step.
+TEST_P(TrainingOps, MaxPoolOfAConcat) {
+  const CompileReport report = check_gradients([](Net& n) {
+    TensorId x = n.input({3, 3, 10, 10});
+    TensorId a = n.g.relu(n.bn(n.conv(x, 3, 16, 3, 1, 1, false, "a"), 16, "a.bn"));
+    TensorId b = n.g.relu(n.bn(n.conv(x, 3, 32, 1, 1, 0, false, "b"), 32, "b.bn"));
+    TensorId c = n.conv(x, 3, 8, 3, 1, 1, true, "c");  // no batch norm: pooled alone
+    Pool2D p;
+    p.kernel = {3, 3};
+    p.stride = {2, 2};
+    p.ceil_mode = true;  // 10 -> 5 (the last window clipped)
+    n.classifier(n.g.max_pool(n.g.concat({a, b, c}), p), 56 * 5 * 5);
+  });
+  const bool fused = std::get<1>(GetParam());
+  EXPECT_EQ(report.max_pools_before_concats, fused ? 1 : 0);
+  EXPECT_EQ(report.fused_pools, fused && has_batch_norm_pool_kernels() ? 2 : 0);
+}
+
 // Average pooling before a 1x1 convolution (Inception v3's branch_pool): fusion moves the pooling
 // after the convolution (it commutes). Counting the padding with a bias would not commute: left.
 TEST_P(TrainingOps, AveragePoolBeforePointwiseConvolution) {

@@ -150,6 +150,7 @@ struct CompileReport {
   int fused_relus = 0;
   int fused_pools = 0;  // training: batch norm + ReLU + max pooling computed as one step
   int moved_average_pools = 0;       // training: average pooling moved after the 1x1 convolution
+  int max_pools_before_concats = 0;  // training: a concat's max pooling split over its parts
   int fused_eltwises = 0;            // inference: other activations made post-ops (Graph::eltwise)
   int fused_adds = 0;                // residual adds turned into sum post-ops
   int in_place_adds = 0;             // ... of which write straight into the residual's buffer
