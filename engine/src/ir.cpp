@@ -408,7 +408,15 @@ int move_average_pools(Ir& ir) {
     const auto& attrs = std::get<Pool2D>(pool.attrs);
     const bool padded = pool.padding != std::array<std::int64_t, 4>{0, 0, 0, 0};
     const bool bias_kept = conv.inputs.size() < 3 || !attrs.count_include_pad || !padded;
-    if (!pointwise || !same_size || !bias_kept) continue;
+    // Fewer channels out than in: the pooling then has less to average (and the moved value
+    // grows past no size check). A ReLU reading the convolution would no longer fuse into it.
+    const bool narrows = w[0] <= w[1];
+    bool relu_follows = false;
+    for (int consumer : ir.values[static_cast<std::size_t>(conv.output)].consumers) {
+      relu_follows =
+          relu_follows || ir.nodes[static_cast<std::size_t>(consumer)].kind == OpKind::relu;
+    }
+    if (!pointwise || !same_size || !bias_kept || !narrows || relu_follows) continue;
     // Swap them in place (the convolution takes the pooling's slot: the order stays
     // topological): x -> conv -> a (now K channels) -> pool -> the convolution's old output.
     Node moved_conv = conv;

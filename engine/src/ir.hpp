@@ -55,7 +55,10 @@ struct Node {
 
 struct Ir {
   std::vector<Value> values;
-  std::vector<Node> nodes;  // topological order (the builder can only refer to earlier tensors)
+  // In topological order as built (the builder can only refer to earlier tensors); training's
+  // max_pools_before_concats appends nodes, so what runs after the passes goes by
+  // topological_order (schedule.hpp), not by index.
+  std::vector<Node> nodes;
   std::vector<std::pair<int, OutputDef>> outputs;  // value, definition
   Layout default_image_layout = Layout::nchw;
 

@@ -240,5 +240,34 @@ TEST_F(BatchNormPoolKernelsTest, AgainstTheNaiveReference) {
   }
 }
 
+// A NaN in x comes out of every window that holds it (as PyTorch's ReLU and max pooling keep it).
+TEST_F(BatchNormPoolKernelsTest, ANaNPropagates) {
+  const std::vector<Isa> available = isas();
+  if (available.empty()) GTEST_SKIP() << "no AVX2 on this CPU: the kernels are not used";
+  const Window w = windows[0];  // 12x12, 3x3 at stride 2
+  for (const Isa& isa : available) {
+    SCOPED_TRACE(isa.name);
+    const int lanes = isa.kernels->lanes;
+    Planes t(w, lanes, false);
+    const BatchNormPoolPlane& p = t.p;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(w.height * w.width * lanes); ++i) {
+      t.x.get()[i] = uniform(-2.0f, 2.0f);
+    }
+    t.x.get()[3 * p.x_row + 4 * p.x_pixel + 1] = NAN;  // row 3, column 4, lane 1
+    const std::vector<float> mean(lanes, 0.0f), scale(lanes, 1.0f), shift(lanes, 0.0f);
+    isa.kernels->forward(p, t.x.get(), mean.data(), scale.data(), shift.data(), t.y.get(),
+                         t.index_at(), t.x_max.get(), false);
+    for (std::int64_t oh = 0; oh < w.out_height; ++oh) {
+      for (std::int64_t ow = 0; ow < w.out_width; ++ow) {
+        const bool holds = oh * w.stride <= 3 && 3 < oh * w.stride + w.kernel &&
+                           ow * w.stride <= 4 && 4 < ow * w.stride + w.kernel;
+        const float y = t.y.get()[oh * p.y_row + ow * p.y_pixel + 1];
+        EXPECT_EQ(std::isnan(y), holds) << "output " << oh << "," << ow;
+        EXPECT_FALSE(std::isnan(t.y.get()[oh * p.y_row + ow * p.y_pixel]));  // lane 0
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tfpin::engine::detail

@@ -275,6 +275,7 @@ TEST_P(TrainingOps, MaxPoolOfAConcat) {
 
 // Average pooling before a 1x1 convolution (Inception v3's branch_pool): fusion moves the pooling
 // after the convolution (it commutes). Counting the padding with a bias would not commute: left.
+// (So are a widening convolution and one whose ReLU would stop fusing.)
 TEST_P(TrainingOps, AveragePoolBeforePointwiseConvolution) {
   const CompileReport report = check_gradients([](Net& n) {
     TensorId x = n.input({2, 3, 7, 7});
@@ -287,8 +288,11 @@ TEST_P(TrainingOps, AveragePoolBeforePointwiseConvolution) {
     TensorId b = n.conv(n.g.avg_pool(a, counted), 24, 16, 1, 1, 0, false, "counted");
     TensorId c = n.conv(n.g.avg_pool(a, valid_only), 24, 16, 1, 1, 0, true, "valid_only");
     TensorId d = n.conv(n.g.avg_pool(a, counted), 24, 16, 1, 1, 0, true, "counted_bias");
-    TensorId y = n.g.concat({n.g.relu(n.bn(b, 16, "bn")), c, d});
-    n.classifier(y, 48 * 7 * 7);
+    // Left too: more channels out than in, and a ReLU that would no longer fuse.
+    TensorId e = n.conv(n.g.avg_pool(a, counted), 24, 32, 1, 1, 0, false, "widening");
+    TensorId f = n.g.relu(n.conv(n.g.avg_pool(a, counted), 24, 8, 1, 1, 0, false, "relu_after"));
+    TensorId y = n.g.concat({n.g.relu(n.bn(b, 16, "bn")), c, d, e, f});
+    n.classifier(y, 88 * 7 * 7);
   });
   EXPECT_EQ(report.moved_average_pools, std::get<1>(GetParam()) ? 2 : 0);
 }

@@ -136,7 +136,8 @@ inline void pool_outputs(const BatchNormPoolPlane& p, const float* x, std::int64
       for (int u = 0; u < count; ++u) {
         const vec xv = load(row + (u * stride + k) * x_pixel);
         const vec z = scale * (xv - mean) + shift;
-        const ivec greater = z > best[u];
+        // A NaN wins and stays, as in PyTorch's max pooling.
+        const ivec greater = (z > best[u]) | (z != z);
         best[u] = greater ? z : best[u];
         best_x[u] = greater ? xv : best_x[u];
         at[u] = greater ? tap : at[u];
@@ -145,8 +146,9 @@ inline void pool_outputs(const BatchNormPoolPlane& p, const float* x, std::int64
   }
   for (int u = 0; u < count; ++u) {
     const ivec on = best[u] > vec{};
+    const ivec nan = best[u] != best[u];  // the ReLU keeps a NaN too
     const std::int64_t out = oh * p.y_row + (ow + u) * p.y_pixel;
-    store(y + out, on ? best[u] : vec{});  // read next by the following layer
+    store(y + out, (on | nan) ? best[u] : vec{});  // read next by the following layer
     const ivec where = at[u] | (on & splat_int(batch_norm_pool_active));
     if constexpr (streaming) {
       stream(x_max + out, best_x[u]);

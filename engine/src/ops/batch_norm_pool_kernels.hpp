@@ -39,8 +39,9 @@ struct BatchNormPoolKernels {
   // sum[j] += sum over the plane of (x - shift[j]), squares[j] += of (x - shift[j])^2.
   void (*statistics)(const BatchNormPoolPlane& p, const float* x, const float* shift, double* sum,
                      double* squares);
-  // z = scale (x - mean) + shift per lane; y = max over the window of max(z, 0); index: where z
-  // was largest (first of equals), | batch_norm_pool_active when that z > 0; x_max: x there.
+  // z = scale (x - mean) + shift per lane; y = max over the window of max(z, 0) (a NaN wins and
+  // stays); index: where z was largest (first of equals), | batch_norm_pool_active when that
+  // z > 0; x_max: x there.
   // `streaming`: the index and x_max (read only by the backward) with non-temporal stores, which
   // needs them aligned (16 and 64 bytes with AVX-512, 8 and 32 with AVX2) and their pixels
   // contiguous (y_pixel = lanes).
