@@ -233,10 +233,21 @@ class BenchTraining(unittest.TestCase):
         self.assertAlmostEqual(j["gflop_per_image"], 3 * 3.0, delta=0.3)  # 3x the forward's 3.0
         self.assertGreater(j["compile"]["trained_tensors"], 100)
         self.assertEqual(len(events), 2 * j["compile"]["steps"])
-        names = {e["name"] for e in events}
+        ops = {e["name"]: e["cat"] for e in events}
         for name in ("loss", "conv1.conv:backward_weights", "conv1.conv.weight:sgd",
-                     "inception3a.branch1.conv:backward_data", "maxpool1:backward"):
-            self.assertIn(name, names)
+                     "inception3a.branch1.conv:backward_data", "conv1.bn:backward",
+                     "inception3a.branch4.0:backward"):
+            self.assertIn(name, ops)
+        # Batch norm + ReLU + max pooling run as one step each way where the CPU has AVX2: conv1's
+        # and conv3's, and those of the 8 parts that maxpool3 and maxpool4 are split over.
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split() for line in f if line.startswith("flags")), [])
+        fused = "avx2" in flags and "fma" in flags
+        self.assertEqual(j["compile"]["fused_pools"], 10 if fused else 0)
+        self.assertEqual(j["compile"]["max_pools_before_concats"], 2)
+        self.assertEqual(ops["conv1.bn:backward"],
+                         "batch_norm+relu+max_pool_backward" if fused else "batch_norm+relu_backward")
+        self.assertEqual(ops["inception3a.branch4.0:backward"], "max_pool_backward")
         self.assertEqual(len({e["args"]["lane"] for e in events}), 2, "both lanes ran steps")
 
 
