@@ -32,14 +32,21 @@ inline ivec load_index(const unsigned char* p) {
       _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 #endif
 }
+// The index's values (0..255) as bytes: 16 of them with AVX-512, 8 (the low half) with AVX2.
+inline __m128i index_bytes(ivec x) {
+#if TFPIN_WINOGRAD_FLOATS == 16
+  return _mm512_maskz_cvtepi32_epi8(0xffff, reinterpret_cast<__m512i>(x));
+#else
+  const auto v = reinterpret_cast<__m256i>(x);  // the saturating packs keep 0..255
+  const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  return _mm_packus_epi16(words, words);
+#endif
+}
 inline void store_index(unsigned char* p, ivec x) {
 #if TFPIN_WINOGRAD_FLOATS == 16
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
-                   _mm512_maskz_cvtepi32_epi8(0xffff, reinterpret_cast<__m512i>(x)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), index_bytes(x));
 #else
-  const auto v = reinterpret_cast<__m256i>(x);  // values 0..255: the saturating packs keep them
-  const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(words, words));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), index_bytes(x));
 #endif
 }
 inline ivec splat_int(int x) { return x - ivec{}; }
@@ -56,13 +63,9 @@ inline void stream(float* p, vec x) {
 }
 inline void stream_index(unsigned char* p, ivec x) {
 #if TFPIN_WINOGRAD_FLOATS == 16
-  _mm_stream_si128(reinterpret_cast<__m128i*>(p),
-                   _mm512_maskz_cvtepi32_epi8(0xffff, reinterpret_cast<__m512i>(x)));
+  _mm_stream_si128(reinterpret_cast<__m128i*>(p), index_bytes(x));
 #else
-  const auto v = reinterpret_cast<__m256i>(x);
-  const __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  _mm_stream_si64(reinterpret_cast<long long*>(p),
-                  _mm_cvtsi128_si64(_mm_packus_epi16(words, words)));
+  _mm_stream_si64(reinterpret_cast<long long*>(p), _mm_cvtsi128_si64(index_bytes(x)));
 #endif
 }
 
