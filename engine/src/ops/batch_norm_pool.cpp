@@ -78,10 +78,17 @@ struct Plan {
   [[nodiscard]] double count() const {
     return static_cast<double>(batch * plane.height * plane.width);
   }
-  // Per plane two sums of `lanes` doubles, then four floats per channel.
+  // Per plane two sums of `lanes` doubles, their two sums per channel, then four floats per
+  // channel: nothing is allocated while a step runs.
   [[nodiscard]] std::uint64_t scratch_bytes() const {
-    return static_cast<std::uint64_t>(items() * 2 * lanes()) * sizeof(double) +
+    return static_cast<std::uint64_t>(items() * 2 * lanes() + 2 * channels) * sizeof(double) +
            static_cast<std::uint64_t>(4 * channels) * sizeof(float);
+  }
+  [[nodiscard]] double* sums_at(std::byte* scratch) const {
+    return reinterpret_cast<double*>(scratch) + items() * 2 * lanes();
+  }
+  [[nodiscard]] float* floats_at(std::byte* scratch) const {
+    return reinterpret_cast<float*>(sums_at(scratch) + 2 * channels);
   }
   // Non-temporal stores need aligned vectors, and whole cache lines from consecutive pixels.
   [[nodiscard]] bool can_stream(const Planes& planes, const void* floats, const void* bytes) const {
@@ -113,21 +120,20 @@ struct Plan {
   // Each plane's two sums, added over the images per channel (in image order: the same result
   // whatever the threads).
   template <class PerPlane>
-  void channel_sums(double* partial, std::vector<double>& first, std::vector<double>& second,
-                    PerPlane per_plane) const {
+  void channel_sums(double* partial, double* first, double* second, PerPlane per_plane) const {
     const std::int64_t l = lanes();
     each_plane([&](const PlaneAt& at) {
       double* sums = partial + at.item * 2 * l;
       std::fill(sums, sums + 2 * l, 0.0);
       per_plane(at, sums, sums + l);
     });
-    first.assign(static_cast<std::size_t>(channels), 0.0);
-    second.assign(static_cast<std::size_t>(channels), 0.0);
+    std::fill(first, first + channels, 0.0);
+    std::fill(second, second + channels, 0.0);
     for (std::int64_t item = 0; item < items(); ++item) {
       const std::int64_t c0 = item % blocks() * l;
       for (std::int64_t j = 0; j < l; ++j) {
-        first[static_cast<std::size_t>(c0 + j)] += partial[item * 2 * l + j];
-        second[static_cast<std::size_t>(c0 + j)] += partial[item * 2 * l + l + j];
+        first[c0 + j] += partial[item * 2 * l + j];
+        second[c0 + j] += partial[item * 2 * l + l + j];
       }
     }
   }
@@ -135,19 +141,19 @@ struct Plan {
   void forward(const float* src, const float* gamma, const float* beta, float* dst, float* mean,
                float* variance, unsigned char* index, float* x_max, std::byte* scratch) const {
     auto* partial = reinterpret_cast<double*>(scratch);
-    float* shift = reinterpret_cast<float*>(partial + items() * 2 * lanes());
+    double* sum = sums_at(scratch);
+    double* squares = sum + channels;
+    float* shift = floats_at(scratch);
     float* scale = shift + channels;
     // Sums of x - (its first value in the channel): the variance without the cancellation of
     // E[x^2] - E[x]^2 when the mean is large against the spread.
     for (std::int64_t c = 0; c < channels; ++c) shift[c] = src[c / lanes() * x.block + c % lanes()];
-    std::vector<double> sum, squares;
     channel_sums(partial, sum, squares, [&](const PlaneAt& at, double* s, double* q) {
       kernels->statistics(plane, src + at.in, shift + at.c0, s, q);
     });
     for (std::int64_t c = 0; c < channels; ++c) {
-      const auto k = static_cast<std::size_t>(c);
-      const double d = sum[k] / count();
-      const double var = std::max(0.0, squares[k] / count() - d * d);
+      const double d = sum[c] / count();
+      const double var = std::max(0.0, squares[c] / count() - d * d);
       mean[c] = static_cast<float>(shift[c] + d);
       variance[c] = static_cast<float>(var);
       scale[c] = static_cast<float>(gamma[c] / std::sqrt(var + epsilon));
@@ -164,10 +170,11 @@ struct Plan {
                 const float* mean, const float* variance, const float* gamma, float* dx,
                 float* dgamma, float* dbeta, std::byte* scratch) const {
     auto* partial = reinterpret_cast<double*>(scratch);
-    float* scale = reinterpret_cast<float*>(partial + items() * 2 * lanes());
+    double* sum_dy = sums_at(scratch);
+    double* sum_dy_x = sum_dy + channels;
+    float* scale = floats_at(scratch);
     float* slope = scale + channels;
     float* offset = slope + channels;
-    std::vector<double> sum_dy, sum_dy_x;
     channel_sums(partial, sum_dy, sum_dy_x, [&](const PlaneAt& at, double* s, double* t) {
       kernels->gradient_sums(plane, dy + at.out, index + at.out, x_max + at.out, mean + at.c0, s,
                              t);
@@ -175,15 +182,14 @@ struct Plan {
     // With x^ = (x - mean) rstd and g the gradient reaching batch norm's output (after the ReLU):
     // dgamma = sum g x^, dbeta = sum g, dx = gamma rstd (g - dbeta / M - x^ dgamma / M).
     for (std::int64_t c = 0; c < channels; ++c) {
-      const auto k = static_cast<std::size_t>(c);
       const double rstd = 1.0 / std::sqrt(static_cast<double>(variance[c]) + epsilon);
-      const double dg = sum_dy_x[k] * rstd;
+      const double dg = sum_dy_x[c] * rstd;
       dgamma[c] = static_cast<float>(dg);
-      dbeta[c] = static_cast<float>(sum_dy[k]);
+      dbeta[c] = static_cast<float>(sum_dy[c]);
       const double s = gamma[c] * rstd;
       scale[c] = static_cast<float>(s);
       slope[c] = static_cast<float>(-s * rstd * dg / count());
-      offset[c] = static_cast<float>(-s * sum_dy[k] / count());
+      offset[c] = static_cast<float>(-s * sum_dy[c] / count());
     }
     if (dx == nullptr) return;
     // (dx with non-temporal stores, through a ring of rows in the cache, measured slower.)
