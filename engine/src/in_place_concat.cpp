@@ -17,18 +17,11 @@ namespace tfpin::engine::detail {
 namespace {
 
 // Channels per block when a slice of whole blocks of channels of `md` is contiguous and has the
-// layout of a tensor of just those channels; nullopt for any other layout or batch.
+// layout of a tensor of just those channels: one image in a channel-outermost layout.
 std::optional<std::int64_t> channel_block(const md_t& md) {
   const dnnl::memory::dims dims = onednn::blocking_of(md).dims;
   if (dims.empty() || dims[0] != 1) return std::nullopt;
-  using dt = dnnl::memory::data_type;
-  std::vector<std::pair<tag, std::int64_t>> candidates;
-  if (dims.size() == 4) candidates = {{tag::nChw16c, 16}, {tag::nChw8c, 8}, {tag::nchw, 1}};
-  if (dims.size() == 2) candidates = {{tag::nc, 1}};
-  for (const auto& [t, block] : candidates) {
-    if (md == md_t(dims, dt::f32, t)) return block;
-  }
-  return std::nullopt;
+  return channel_sliceable_block(md);
 }
 
 // Steps (or their timed alternatives) that write each buffer.

@@ -62,6 +62,44 @@ md_t plain_md(const Dims& dims, Layout layout) {
   return md_t(to_dnnl(dims), dnnl::memory::data_type::f32, t);
 }
 
+namespace {
+
+// The channel-sliceable layouts of a rank, with their channels per block.
+std::vector<std::pair<tag, std::int64_t>> channel_sliceable_layouts(std::size_t rank) {
+  if (rank == 4) return {{tag::nChw16c, 16}, {tag::nChw8c, 8}, {tag::nchw, 1}};
+  if (rank == 2) return {{tag::nc, 1}};
+  return {};
+}
+
+}  // namespace
+
+std::optional<std::int64_t> channel_sliceable_block(const md_t& md) {
+  const dnnl::memory::dims dims = onednn::blocking_of(md).dims;
+  for (const auto& [t, block] : channel_sliceable_layouts(dims.size())) {
+    if (md == md_t(dims, dnnl::memory::data_type::f32, t)) return block;
+  }
+  return std::nullopt;
+}
+
+md_t channel_sliceable_md(const Dims& dims, std::int64_t block) {
+  for (const auto& [t, b] : channel_sliceable_layouts(dims.size())) {
+    if (b == block) return md_t(to_dnnl(dims), dnnl::memory::data_type::f32, t);
+  }
+  throw std::logic_error("no channel-sliceable layout with that block");
+}
+
+void sum_floats(std::span<void* const> parts, std::size_t offset, float* dst, std::size_t n) {
+  const float* a = static_cast<const float*>(parts[0]) + offset;
+  const float* b = static_cast<const float*>(parts[1]) + offset;
+#pragma omp simd
+  for (std::size_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
+  for (std::size_t k = 2; k < parts.size(); ++k) {
+    const float* c = static_cast<const float*>(parts[k]) + offset;
+#pragma omp simd
+    for (std::size_t i = 0; i < n; ++i) dst[i] += c[i];
+  }
+}
+
 md_t any_md(const Dims& dims) {
   return md_t(to_dnnl(dims), dnnl::memory::data_type::f32, tag::any);
 }

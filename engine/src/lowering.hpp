@@ -123,6 +123,15 @@ std::string md_string(const md_t& md);  // "nChw16c 32x64x56x56"
 md_t plain_md(const Dims& dims, Layout layout);
 md_t any_md(const Dims& dims);
 dnnl::memory::dims to_dnnl(const Dims& dims);
+// Channels per block when md is f32 nChw16c, nChw8c or nchw (4-D) or nc (2-D): the layouts in
+// which a slice of whole blocks of channels is, image by image, one contiguous run laid out as a
+// tensor of just those channels would be. nullopt for any other layout.
+std::optional<std::int64_t> channel_sliceable_block(const md_t& md);
+// The layout of that kind with `block` channels per block (1: nchw, or nc for a matrix) for dims.
+md_t channel_sliceable_md(const Dims& dims, std::int64_t block);
+// dst[i] = the sum over the parts (floats; at least two) of part[offset + i], for i < n. One
+// thread, vectorised; the parts after the first two are added while dst is in the cache.
+void sum_floats(std::span<void* const> parts, std::size_t offset, float* dst, std::size_t n);
 
 // What a node's forward step left for its backward steps (training).
 struct ForwardRecord {
@@ -211,6 +220,10 @@ class Lowering {
   // Gradients: contributions to d(loss)/d(value) from each consumer, summed on first read.
   void add_gradient(int v, int buffer, const md_t& md);
   [[nodiscard]] bool has_gradient(int v) const;
+  // The contributions to v's gradient so far (buffer, layout), before any sum.
+  [[nodiscard]] const std::vector<std::pair<int, md_t>>& gradient_parts(int v) const {
+    return gradient_parts_.at(v);
+  }
   // The gradient of value v in layout `want` (summing the contributions and reordering once).
   int gradient_as(int v, const md_t& want);
   // Gradient of node's output before its fused ReLU post-op (when it has one), in `want`.

@@ -274,6 +274,11 @@ inline dnnl::concat::primitive_desc concat(const dnnl::engine& e, int axis,
   return {e, axis, srcs, attr};
 }
 
+inline dnnl::concat::primitive_desc concat(const dnnl::engine& e, const md_t& dst, int axis,
+                                           const std::vector<md_t>& srcs, const attr_t& attr) {
+  return {e, dst, axis, srcs, attr};
+}
+
 #else  // ==================================================================== oneDNN 2.6 / 2.7
 
 inline dims_t dims_of(const md_t& md) { return md.dims(); }
@@ -465,6 +470,11 @@ inline dnnl::sum::primitive_desc sum(const dnnl::engine& e, const md_t& dst,
 inline dnnl::concat::primitive_desc concat(const dnnl::engine& e, int axis,
                                            const std::vector<md_t>& srcs, const attr_t& attr) {
   return {axis, srcs, e, attr};
+}
+
+inline dnnl::concat::primitive_desc concat(const dnnl::engine& e, const md_t& dst, int axis,
+                                           const std::vector<md_t>& srcs, const attr_t& attr) {
+  return {dst, axis, srcs, e, attr};
 }
 
 #endif

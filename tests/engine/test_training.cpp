@@ -102,6 +102,7 @@ struct Training {
   std::vector<float> losses;  // one per step
   Values parameters;          // after the steps, every trained tensor
   CompileReport report;
+  std::string steps;  // Runtime::describe()
 };
 
 Training train(const Net& net, CompileOptions options, int steps) {
@@ -110,6 +111,7 @@ Training train(const Net& net, CompileOptions options, int steps) {
   t.status = Runtime::create(net.g, options, &rt);
   if (!t.status.ok()) return t;
   t.report = rt->report();
+  t.steps = rt->describe();
   std::vector<ExternalInput> in;
   for (const TensorInfo& info : rt->inputs())
     in.push_back({info.name, net.inputs.at(info.name).data()});
@@ -154,6 +156,7 @@ class TrainingOps : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
     Training t = train(net, o, 1);
     EXPECT_TRUE(t.status.ok()) << t.status.to_string();
     if (!t.status.ok()) return {};
+    steps_ = t.steps;
     const double loss = reference_loss(net);
     EXPECT_NEAR(t.losses.at(0), loss, 1e-4 * std::abs(loss) + 1e-5);
     std::uint64_t seed = 77;
@@ -185,6 +188,8 @@ class TrainingOps : public ::testing::TestWithParam<std::tuple<Layout, bool>> {
     }
     return t.report;
   }
+
+  std::string steps_;  // the last check's compiled steps
 };
 
 TEST_P(TrainingOps, ConvolutionWithBiasAndRelu) {
@@ -318,6 +323,7 @@ TEST_P(TrainingOps, ReluOutputWithThreeReaders) {
   });
 }
 
+// Read by two convolutions: the gradient's two parts are summed whole, then sliced.
 TEST_P(TrainingOps, ConcatOfUnevenChannels) {
   check_gradients([](Net& n) {
     TensorId x = n.input({2, 3, 5, 5});
@@ -325,8 +331,27 @@ TEST_P(TrainingOps, ConcatOfUnevenChannels) {
     TensorId b = n.g.relu(n.conv(x, 3, 8, 1, 1, 0, true, "b"));
     TensorId c = n.conv(a, 16, 24, 1, 1, 0, false, "c");
     TensorId y = n.g.concat({a, b, c});  // 16 + 8 + 24 channels: slices off the 16-blocks
-    n.classifier(n.conv(y, 48, 8, 3, 1, 1, true, "d"), 8 * 5 * 5);
+    n.classifier(
+        n.g.add(n.conv(y, 48, 8, 3, 1, 1, true, "d"), n.conv(y, 48, 8, 1, 1, 0, true, "e")),
+        8 * 5 * 5);
   });
+}
+
+// A concat read by three branches, like Inception's blocks: its gradient arrives in three parts,
+// and each input's gradient is summed from the parts' slices in one step (the slices are whole
+// channel blocks).
+TEST_P(TrainingOps, ConcatReadByBranches) {
+  check_gradients([](Net& n) {
+    TensorId x = n.input({2, 3, 5, 5});
+    TensorId a = n.g.relu(n.conv(x, 3, 16, 3, 1, 1, true, "a"));
+    TensorId b = n.conv(x, 3, 32, 1, 1, 0, true, "b");
+    TensorId y = n.g.concat({a, b});
+    TensorId c = n.g.relu(n.conv(y, 48, 16, 1, 1, 0, true, "c"));
+    TensorId d = n.g.relu(n.conv(y, 48, 16, 3, 1, 1, true, "d"));
+    TensorId e = n.pool(y, false, 3, 1, 1);  // (a max would tie among the ReLU's zeros)
+    n.classifier(n.g.concat({c, d, e}), 80 * 5 * 5);
+  });
+  EXPECT_THAT(steps_, HasSubstr("sum+concat_backward"));
 }
 
 TEST_P(TrainingOps, InnerProductsWithRelu) {
