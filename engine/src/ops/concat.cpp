@@ -44,17 +44,27 @@ static void lower_concat(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
   std::vector<md_t> srcs;
   for (int x : n.inputs) srcs.push_back(l.value_md[static_cast<std::size_t>(x)]);
-  // Inputs all in one layout whose channel slices are runs (nChw16c, nChw8c, nchw): the output in
-  // it too. oneDNN's own choice can put the channel blocks outermost, which the consumers then
-  // reorder back and the backward cannot slice in place.
+  // Inputs all in one layout whose channel slices are runs (nChw16c, nChw8c, nchw), each starting
+  // on a block: the output in that layout too. oneDNN's own choice can put the channel blocks
+  // outermost, which the consumers then reorder back and the backward cannot slice in place.
   const std::optional<std::int64_t> block = channel_sliceable_block(srcs[0]);
-  const bool same = block && std::all_of(srcs.begin(), srcs.end(), [&](const md_t& md) {
-                      return channel_sliceable_block(md) == block;
-                    });
+  bool sliceable = block.has_value();
+  std::int64_t channels = 0;
+  for (std::size_t k = 0; sliceable && k < srcs.size(); ++k) {
+    sliceable = channel_sliceable_block(srcs[k]) == block && channels % *block == 0;
+    channels += value_of(l.ir, n.inputs[k]).dims[1];
+  }
+  std::optional<dnnl::concat::primitive_desc> chosen;
+  if (sliceable) {
+    try {
+      chosen = onednn::concat(l.engine, channel_sliceable_md(value_of(l.ir, n.output).dims, *block),
+                              1, srcs, l.attributes(n));
+    } catch (const dnnl::error&) {
+      // (oneDNN has no implementation for it: its own choice of layout below.)
+    }
+  }
   const dnnl::concat::primitive_desc pd =
-      same ? onednn::concat(l.engine, channel_sliceable_md(value_of(l.ir, n.output).dims, *block),
-                            1, srcs, l.attributes(n))
-           : onednn::concat(l.engine, 1, srcs, l.attributes(n));
+      chosen ? *chosen : onednn::concat(l.engine, 1, srcs, l.attributes(n));
   const int dst = l.new_arena_buffer(pd.dst_desc(), n.name);
   Step step;
   step.name = n.name;
