@@ -1,12 +1,15 @@
-// Training's batch norm + ReLU + max pooling kernels (engine/src/ops/batch_norm_pool_kernels.hpp)
-// against a naive reference, plane by plane, on every ISA this CPU has: windows with padding and
-// clipped edges, scales of both signs, blocked and channels-last planes, plain and non-temporal
-// stores. (The fused step in whole graphs: test_training.cpp.)
+// Training's batch norm + ReLU + max pooling kernels and inference's max pooling kernel
+// (engine/src/ops/batch_norm_pool_kernels.hpp) against a naive reference, plane by plane, on every
+// ISA this CPU has: windows with padding and clipped edges, scales of both signs, blocked and
+// channels-last planes, plain and non-temporal stores, NaNs and infinities. (The fused step in
+// whole graphs: test_training.cpp; the max pooling step: test_ops.cpp.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -264,6 +267,135 @@ TEST_F(BatchNormPoolKernelsTest, ANaNPropagates) {
         const float y = t.y.get()[oh * p.y_row + ow * p.y_pixel + 1];
         EXPECT_EQ(std::isnan(y), holds) << "output " << oh << "," << ow;
         EXPECT_FALSE(std::isnan(t.y.get()[oh * p.y_row + ow * p.y_pixel]));  // lane 0
+      }
+    }
+  }
+}
+
+// Inference's max pooling: one window shape per row (kernel, stride and padding per dimension).
+struct PoolShape {
+  std::int64_t height, width;
+  int kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left;
+  std::int64_t out_height, out_width;
+};
+
+const PoolShape pool_shapes[] = {
+    {12, 12, 3, 3, 2, 2, 0, 0, 6, 6},    // GoogLeNet's stride-2 pools: ceil mode clips the last
+    {14, 14, 3, 3, 1, 1, 1, 1, 14, 14},  // its branch pools: padding on every side
+    {7, 9, 3, 3, 1, 1, 1, 1, 7, 9},
+    {11, 13, 3, 3, 2, 2, 1, 1, 6, 7},
+    {8, 8, 2, 2, 2, 2, 0, 0, 4, 4},      // VGG's
+    {9, 10, 2, 3, 1, 2, 1, 0, 10, 4},    // rectangular windows and strides
+    {3, 400, 3, 3, 1, 1, 1, 1, 3, 400},  // a row in three passes through the column buffer
+    {4, 300, 2, max_pool_widest, 1, 3, 0, 0, 3, 79},  // the widest window, in two passes
+    {5, 5, 5, 5, 1, 1, 0, 0, 1, 1},                   // one window over the whole plane
+};
+
+// The window's maximum, or a NaN when it holds one (PyTorch's rule).
+float reference_max(const BatchNormPoolPlane& p, const float* x, std::int64_t oh, std::int64_t ow,
+                    int j) {
+  float best = -INFINITY;
+  for (int i = 0; i < p.kernel_h; ++i) {
+    for (int k = 0; k < p.kernel_w; ++k) {
+      const std::int64_t h = oh * p.stride_h - p.pad_top + i;
+      const std::int64_t w = ow * p.stride_w - p.pad_left + k;
+      if (h < 0 || h >= p.height || w < 0 || w >= p.width) continue;
+      const float v = x[h * p.x_row + w * p.x_pixel + j];
+      if (std::isnan(v)) return v;
+      best = std::max(best, v);
+    }
+  }
+  return best;
+}
+
+// Runs the kernel on shape s (rows in two calls, as the step splits them between threads) and
+// compares every output with the reference: bit for bit, NaN for NaN.
+void check_max_pool(const Isa& isa, const PoolShape& s, bool channels_last,
+                    const std::function<float(std::size_t)>& value) {
+  const int lanes = isa.kernels->lanes;
+  const std::int64_t blocks = channels_last ? 2 : 1;
+  const std::int64_t first = channels_last ? lanes : 0;  // the plane: the second block
+  BatchNormPoolPlane p;
+  p.height = s.height;
+  p.width = s.width;
+  p.out_height = s.out_height;
+  p.out_width = s.out_width;
+  p.kernel_h = s.kernel_h;
+  p.kernel_w = s.kernel_w;
+  p.stride_h = s.stride_h;
+  p.stride_w = s.stride_w;
+  p.pad_top = s.pad_top;
+  p.pad_left = s.pad_left;
+  p.x_pixel = p.y_pixel = blocks * lanes;
+  p.x_row = s.width * p.x_pixel;
+  p.y_row = s.out_width * p.y_pixel;
+  const auto x_count = static_cast<std::size_t>(s.height * p.x_row);
+  const auto y_count = static_cast<std::size_t>(s.out_height * p.y_row);
+  Floats x(x_count), y(y_count);
+  for (std::size_t i = 0; i < x_count; ++i) x.get()[i] = value(i);
+  const float sentinel = 12345.0f;  // outside the plane: never written
+  for (std::size_t i = 0; i < y_count; ++i) y.get()[i] = sentinel;
+  const std::int64_t split = s.out_height / 2;
+  isa.kernels->max_pool(p, x.get() + first, y.get() + first, 0, split);
+  isa.kernels->max_pool(p, x.get() + first, y.get() + first, split, s.out_height);
+  for (std::int64_t oh = 0; oh < s.out_height; ++oh) {
+    for (std::int64_t ow = 0; ow < s.out_width; ++ow) {
+      const std::int64_t out = oh * p.y_row + ow * p.y_pixel;
+      for (int j = 0; j < lanes; ++j) {
+        const float want = reference_max(p, x.get() + first, oh, ow, j);
+        const float got = y.get()[first + out + j];
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got)) << "output " << oh << "," << ow << " lane " << j;
+        } else {
+          ASSERT_EQ(got, want) << "output " << oh << "," << ow << " lane " << j;
+        }
+        if (channels_last) {
+          ASSERT_EQ(y.get()[out + j], sentinel);
+        }
+      }
+    }
+  }
+}
+
+std::string shape_name(const Isa& isa, const PoolShape& s, bool channels_last) {
+  return std::string(isa.name) + " " + std::to_string(s.height) + "x" + std::to_string(s.width) +
+         " kernel " + std::to_string(s.kernel_h) + "x" + std::to_string(s.kernel_w) + " stride " +
+         std::to_string(s.stride_h) + "x" + std::to_string(s.stride_w) + " pad " +
+         std::to_string(s.pad_top) + "," + std::to_string(s.pad_left) +
+         (channels_last ? " channels last" : " blocked");
+}
+
+TEST_F(BatchNormPoolKernelsTest, MaxPoolAgainstTheNaiveReference) {
+  const std::vector<Isa> available = isas();
+  if (available.empty()) GTEST_SKIP() << "no AVX2 on this CPU: the kernels are not used";
+  for (const Isa& isa : available) {
+    for (const PoolShape& s : pool_shapes) {
+      for (bool channels_last : {false, true}) {
+        SCOPED_TRACE(shape_name(isa, s, channels_last));
+        check_max_pool(isa, s, channels_last, [&](std::size_t) { return uniform(-2.0f, 2.0f); });
+        // All negative: the padding must not count as zeros.
+        check_max_pool(isa, s, channels_last, [&](std::size_t) { return uniform(-9.0f, -1.0f); });
+      }
+    }
+  }
+}
+
+// NaNs win and stay wherever they are in a window (first row, last, middle), infinities are
+// maxima like any value, and a finite sum that overflows changes nothing: the fast kernel's
+// probe sends such rows through the exact path, which must give the same maxima.
+TEST_F(BatchNormPoolKernelsTest, MaxPoolKeepsNaNsAndInfinities) {
+  const std::vector<Isa> available = isas();
+  if (available.empty()) GTEST_SKIP() << "no AVX2 on this CPU: the kernels are not used";
+  const float specials[] = {NAN, INFINITY, -INFINITY, 3e38f, -3e38f};
+  for (const Isa& isa : available) {
+    for (const PoolShape& s : pool_shapes) {
+      for (bool channels_last : {false, true}) {
+        SCOPED_TRACE(shape_name(isa, s, channels_last));
+        // About one value in 23 special, at random positions.
+        check_max_pool(isa, s, channels_last, [&](std::size_t) {
+          const std::size_t r = std::uniform_int_distribution<std::size_t>(0, 114)(rng);
+          return r < 5 ? specials[r] : uniform(-2.0f, 2.0f);
+        });
       }
     }
   }

@@ -235,6 +235,52 @@ TEST_P(OpTest, MaxPooling) {
   check();
 }
 
+// tfpin's max pooling kernel (a timed alternative to oneDNN's in inference), forced: GoogLeNet's
+// windows (3x3 at stride 1 with padding, 3x3 at stride 2 in ceil mode) and VGG's 2x2, at batch 1
+// where each plane's rows are split between the threads, and at batch 3.
+TEST_P(OpTest, MaxPoolingByTfpinKernel) {
+  for (std::int64_t batch : {1, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    g = Graph();
+    inputs.clear();
+    TensorId x = input("x", {batch, 32, 13, 13});
+    Pool2D branch;
+    branch.kernel = {3, 3};
+    branch.padding = {1, 1, 1, 1};
+    branch.ceil_mode = true;
+    Pool2D reduce;
+    reduce.kernel = {3, 3};
+    reduce.stride = {2, 2};
+    reduce.ceil_mode = true;
+    Pool2D halve;
+    halve.kernel = {2, 2};
+    halve.stride = {2, 2};
+    const TensorId c = g.relu(conv(x, 32, 32, 1, 1, 0, true, "c"));
+    g.output(g.max_pool(g.max_pool(c, branch, "branch"), reduce, "reduce"), "y");
+    g.output(g.max_pool(c, halve, "halve"), "z");
+    check();
+    CompileOptions forced;
+    forced.fusion = fusion();
+    forced.intra = 2;
+    forced.force_kernel = "tfpin_max_pool";
+    const auto got = run_engine(g, inputs, forced);
+    ASSERT_TRUE(got.status.ok()) << got.status.to_string();
+    int pools = 0;
+    for (const auto& step : testing::described_steps(got.description)) {
+      if (step[2] != "max_pool") continue;
+      ++pools;
+      // Offered wherever the CPU has AVX2 (every CPU the engine's tests run on).
+      if (__builtin_cpu_supports("avx2")) {
+        EXPECT_EQ(step[3].rfind("tfpin_max_pool", 0), 0u) << got.description;
+      }
+    }
+    EXPECT_EQ(pools, 3) << got.description;
+    const auto want = reference::evaluate(g, inputs);
+    EXPECT_TRUE(close(got.outputs.at("y"), want.at("y"), 1e-6, 1e-6));
+    EXPECT_TRUE(close(got.outputs.at("z"), want.at("z"), 1e-6, 1e-6));
+  }
+}
+
 TEST_P(OpTest, MaxPoolingCeilMode) {
   TensorId x = input("x", {1, 16, 10, 10});
   Pool2D a;
@@ -297,14 +343,14 @@ TEST_P(OpTest, ConcatInPlaceAtBatchOne) {
   TensorId a = g.relu(conv(x, 16, 16, 1, 1, 0, true, "a"));
   TensorId b = g.relu(conv(x, 16, 32, 3, 1, 1, true, "b"));
   TensorId c = conv(x, 16, 16, 1, 1, 0, true, "c");
-  TensorId inner = g.concat({a, b});        // in place
+  TensorId inner = g.concat({a, b});         // in place
   g.output(g.concat({inner, c}), "nested");  // in place, and so the slices inside `inner`
   Pool2D p;
   p.kernel = {3, 3};
   p.padding = {1, 1, 1, 1};
-  g.output(g.max_pool(a, p), "reads_a_slice");           // another reader of a slice
-  g.output(g.concat({c, c}), "same_value_twice");         // c is a slice already: copies
-  TensorId d = conv(x, 16, 8, 1, 1, 0, true, "d");        // 8 channels: not whole blocks
+  g.output(g.max_pool(a, p), "reads_a_slice");      // another reader of a slice
+  g.output(g.concat({c, c}), "same_value_twice");   // c is a slice already: copies
+  TensorId d = conv(x, 16, 8, 1, 1, 0, true, "d");  // 8 channels: not whole blocks
   g.output(g.concat({d, conv(x, 16, 16, 1, 1, 0, true, "e")}), "partial_block");
   g.output(g.concat({x, conv(x, 16, 16, 3, 1, 1, true, "f")}), "graph_input");
   check();
@@ -378,8 +424,8 @@ TEST_P(OpTest, InnerProductOnImages) {
   check();
 }
 
-// Batch 1 at inference: tfpin's matrix-vector kernel (AVX-512 or AVX2) where the shapes allow, oneDNN
-// elsewhere (10 outputs are not whole blocks of 4).
+// Batch 1 at inference: tfpin's matrix-vector kernel (AVX-512 or AVX2) where the shapes allow,
+// oneDNN elsewhere (10 outputs are not whole blocks of 4).
 TEST_P(OpTest, InnerProductBatchOne) {
   TensorId x = input("x", {1, 16, 3, 3});
   TensorId f = g.flatten(conv(x, 16, 32, 3, 1, 1, true, "c"));

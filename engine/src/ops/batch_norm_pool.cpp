@@ -20,9 +20,8 @@
 #include "common.hpp"
 
 namespace tfpin::engine::detail {
-namespace {
 
-const BatchNormPoolKernels* kernels_for(std::int64_t lanes) {
+const BatchNormPoolKernels* pool_kernels_for(std::int64_t lanes) {
   if (lanes == 16 && __builtin_cpu_supports("avx512f")) return batch_norm_pool_kernels_avx512();
   if (lanes == 8 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     return batch_norm_pool_kernels_avx2();
@@ -30,34 +29,45 @@ const BatchNormPoolKernels* kernels_for(std::int64_t lanes) {
   return nullptr;
 }
 
-// Where a tensor's blocks of `lanes` channels lie (each block's channels contiguous): in floats,
-// from one image to the next, one block to the next, one row and one pixel to the next.
-struct Planes {
-  std::int64_t lanes = 0;
-  bool channels_last = false;  // NHWC-like; else nChw{lanes}c
-  std::int64_t image = 0;
-  std::int64_t block = 0;
-  std::int64_t row = 0;
-  std::int64_t pixel = 0;
-};
-
-// nChw8c and nChw16c, or any layout with the channels innermost (NHWC, in blocks of `lanes`);
-// others: none.
-std::optional<Planes> planes_of(const md_t& md, std::int64_t lanes) {
+std::optional<ChannelPlanes> channel_planes_of(const md_t& md, std::int64_t lanes) {
   const onednn::Blocking b = onednn::blocking_of(md);
   if (!b.blocked || b.dims.size() != 4) return std::nullopt;
   if (b.inner.size() == 1 && b.inner[0].first == 1 &&
       (b.inner[0].second == 8 || b.inner[0].second == 16) && b.dims[1] % b.inner[0].second == 0) {
-    return Planes{b.inner[0].second, false, b.strides[0], b.strides[1], b.strides[2], b.strides[3]};
+    return ChannelPlanes{b.inner[0].second, false,        b.strides[0],
+                         b.strides[1],      b.strides[2], b.strides[3]};
   }
   if (b.inner.empty() && b.strides[1] == 1 && b.dims[1] % lanes == 0) {
-    return Planes{lanes, true, b.strides[0], lanes, b.strides[2], b.strides[3]};
+    return ChannelPlanes{lanes, true, b.strides[0], lanes, b.strides[2], b.strides[3]};
   }
   return std::nullopt;
 }
 
+BatchNormPoolPlane pool_plane(const Dims& xd, const Dims& yd, const Pool2D& window,
+                              const std::array<std::int64_t, 4>& padding, const ChannelPlanes& x,
+                              const ChannelPlanes& y) {
+  BatchNormPoolPlane p;
+  p.height = xd[2];
+  p.width = xd[3];
+  p.out_height = yd[2];
+  p.out_width = yd[3];
+  p.kernel_h = static_cast<int>(window.kernel[0]);
+  p.kernel_w = static_cast<int>(window.kernel[1]);
+  p.stride_h = static_cast<int>(window.stride[0]);
+  p.stride_w = static_cast<int>(window.stride[1]);
+  p.pad_top = static_cast<int>(padding[0]);
+  p.pad_left = static_cast<int>(padding[1]);
+  p.x_row = x.row;
+  p.x_pixel = x.pixel;
+  p.y_row = y.row;
+  p.y_pixel = y.pixel;
+  return p;
+}
+
+namespace {
+
 // The input's format for the pooled dimensions (and another data type).
-md_t pooled_like(const Planes& x, const Dims& dims, dnnl::memory::data_type type) {
+md_t pooled_like(const ChannelPlanes& x, const Dims& dims, dnnl::memory::data_type type) {
   tag t = tag::nhwc;
   if (!x.channels_last) t = x.lanes == 16 ? tag::nChw16c : tag::nChw8c;
   return md_t(to_dnnl(dims), type, t);
@@ -68,8 +78,8 @@ struct Plan {
   BatchNormPoolPlane plane;
   std::int64_t batch = 0;
   std::int64_t channels = 0;
-  Planes x;
-  Planes y;  // the pooled outputs, the index (in bytes) and x at the maxima alike
+  ChannelPlanes x;
+  ChannelPlanes y;  // the pooled outputs, the index (in bytes) and x at the maxima alike
   double epsilon = 0;
 
   [[nodiscard]] std::int64_t lanes() const { return x.lanes; }
@@ -91,7 +101,8 @@ struct Plan {
     return reinterpret_cast<float*>(sums_at(scratch) + 2 * channels);
   }
   // Non-temporal stores need aligned vectors, and whole cache lines from consecutive pixels.
-  [[nodiscard]] bool can_stream(const Planes& planes, const void* floats, const void* bytes) const {
+  [[nodiscard]] bool can_stream(const ChannelPlanes& planes, const void* floats,
+                                const void* bytes) const {
     const auto vector = static_cast<std::uintptr_t>(lanes() * sizeof(float));
     return !planes.channels_last && planes.pixel == lanes() &&
            reinterpret_cast<std::uintptr_t>(floats) % vector == 0 &&
@@ -210,7 +221,9 @@ struct FusedRecord {
 
 }  // namespace
 
-bool batch_norm_pool_available() { return kernels_for(onednn::native_channel_block()) != nullptr; }
+bool batch_norm_pool_available() {
+  return pool_kernels_for(onednn::native_channel_block()) != nullptr;
+}
 
 void lower_batch_norm_pool(Lowering& l, int node) {
   Node& n = node_of(l.ir, node);
@@ -223,14 +236,14 @@ void lower_batch_norm_pool(Lowering& l, int node) {
   // The input as its producer wrote it where the kernels can read that, else reordered.
   const std::int64_t native = onednn::native_channel_block();
   md_t x_md = l.value_md[static_cast<std::size_t>(x)];
-  std::optional<Planes> xp = planes_of(x_md, native);
-  if (!xp || kernels_for(xp->lanes) == nullptr) {
+  std::optional<ChannelPlanes> xp = channel_planes_of(x_md, native);
+  if (!xp || pool_kernels_for(xp->lanes) == nullptr) {
     x_md =
         md_t(to_dnnl(xd), dnnl::memory::data_type::f32, native == 16 ? tag::nChw16c : tag::nChw8c);
-    xp = planes_of(x_md, native);
+    xp = channel_planes_of(x_md, native);
   }
   auto plan = std::make_shared<Plan>();
-  plan->kernels = kernels_for(xp->lanes);
+  plan->kernels = pool_kernels_for(xp->lanes);
   if (plan->kernels == nullptr) {
     throw Unsupported("batch norm + ReLU + max pooling: no vector kernels on this CPU");
   }
@@ -240,22 +253,8 @@ void lower_batch_norm_pool(Lowering& l, int node) {
   plan->epsilon = std::get<BatchNorm>(n.attrs).epsilon;
   const md_t pooled_md = pooled_like(*xp, yd, dnnl::memory::data_type::f32);
   const md_t index_md = pooled_like(*xp, yd, dnnl::memory::data_type::u8);
-  plan->y = *planes_of(pooled_md, xp->lanes);
-  BatchNormPoolPlane& p = plan->plane;
-  p.height = xd[2];
-  p.width = xd[3];
-  p.out_height = yd[2];
-  p.out_width = yd[3];
-  p.kernel_h = static_cast<int>(pool.kernel[0]);
-  p.kernel_w = static_cast<int>(pool.kernel[1]);
-  p.stride_h = static_cast<int>(pool.stride[0]);
-  p.stride_w = static_cast<int>(pool.stride[1]);
-  p.pad_top = static_cast<int>(n.padding[0]);
-  p.pad_left = static_cast<int>(n.padding[1]);
-  p.x_row = xp->row;
-  p.x_pixel = xp->pixel;
-  p.y_row = plan->y.row;
-  p.y_pixel = plan->y.pixel;
+  plan->y = *channel_planes_of(pooled_md, xp->lanes);
+  plan->plane = pool_plane(xd, yd, pool, n.padding, *xp, plan->y);
 
   const md_t vec({c}, dnnl::memory::data_type::f32, tag::x);
   ForwardRecord& r = l.forward[static_cast<std::size_t>(node)];

@@ -271,7 +271,112 @@ void backward(const BatchNormPoolPlane& plane, const float* x, const float* dy,
   fill_to(p.height);
 }
 
-constexpr BatchNormPoolKernels table = {lanes, statistics, forward, gradient_sums, backward};
+// a > b ? a : b, and b when either is a NaN (the instruction's rule).
+inline vec max_or_second(vec a, vec b) {
+#if TFPIN_WINOGRAD_FLOATS == 16
+  return reinterpret_cast<vec>(
+      _mm512_maskz_max_ps(0xffff, reinterpret_cast<__m512>(a), reinterpret_cast<__m512>(b)));
+#else
+  return reinterpret_cast<vec>(
+      _mm256_max_ps(reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b)));
+#endif
+}
+
+// The larger of best and x. Fast: one max instruction, which drops a NaN x. Exact: a NaN x wins
+// and a NaN best stays (PyTorch's rule), a compare and a blend more.
+template <bool exact>
+inline vec larger(vec best, vec x) {
+  if constexpr (exact) {
+    const ivec greater = (x > best) | (x != x);
+    return greater ? x : best;
+  } else {
+    return max_or_second(x, best);
+  }
+}
+
+// One output row, separably: each input column's maximum over the window's rows into a buffer
+// (columns in the padding are -inf), then each output's over its window's columns there. A 3x3
+// window at stride 1 takes 4 maxima per output instead of 8. `fixed_rows` and `fixed_width`
+// (when not 0) are the window's rows inside the input and its columns, for unrolled loops.
+// Returns, in the fast mode, a probe that is nonzero when a column's sum was a NaN or an
+// infinity (a NaN or an infinity read, or an overflow): the row is then redone in the exact
+// mode, since the fast maxima drop NaNs.
+template <bool exact, int fixed_rows, int fixed_width>
+ivec max_pool_row(const BatchNormPoolPlane& p, const float* x, float* y_row, std::int64_t oh) {
+  constexpr int buffered = 2 * max_pool_widest + 64;  // input columns
+  alignas(64) float columns[buffered * lanes];
+  const vec lowest = vec{} - __builtin_inff();
+  // Locals: the stores may alias anything, so fields would be reloaded after each.
+  const std::int64_t x_row = p.x_row;
+  const std::int64_t x_pixel = p.x_pixel;
+  const std::int64_t y_pixel = p.y_pixel;
+  const std::int64_t width = p.width;
+  const std::int64_t out_width = p.out_width;
+  const std::int64_t stride = p.stride_w;
+  const std::int64_t pad_left = p.pad_left;
+  const int kernel_w = fixed_width != 0 ? fixed_width : p.kernel_w;
+  const std::int64_t h0 = oh * p.stride_h - p.pad_top;
+  const Span rows = inside(h0, p.kernel_h, p.height);
+  const float* first_row = x + (h0 + rows.begin) * x_row;
+  const int row_count = fixed_rows != 0 ? fixed_rows : rows.end - rows.begin;
+  // Outputs per pass: their windows' columns fit the buffer.
+  const std::int64_t per_pass = (buffered - kernel_w) / stride + 1;  // kernel_w <= widest
+  ivec probe{};
+  for (std::int64_t ow0 = 0; ow0 < out_width; ow0 += per_pass) {
+    const std::int64_t ow1 = ow0 + per_pass < out_width ? ow0 + per_pass : out_width;
+    const std::int64_t w_begin = ow0 * stride - pad_left;
+    const std::int64_t w_end = (ow1 - 1) * stride - pad_left + kernel_w;
+    for (std::int64_t w = w_begin; w < w_end; ++w) {
+      vec m = lowest;
+      if (w >= 0 && w < width) {
+        const float* column = first_row + w * x_pixel;
+        m = load(column);
+        vec sum = m;
+        for (int i = 1; i < row_count; ++i) {
+          const vec v = load(column + i * x_row);
+          if constexpr (!exact) sum += v;
+          m = larger<exact>(m, v);
+        }
+        // sum - sum is 0, or a NaN (every bit of the exponent set): ORed bits, no chain of
+        // float additions from column to column.
+        if constexpr (!exact) probe |= reinterpret_cast<ivec>(sum - sum);
+      }
+      store(columns + (w - w_begin) * lanes, m);
+    }
+    for (std::int64_t ow = ow0; ow < ow1; ++ow) {
+      const float* window = columns + (ow - ow0) * stride * lanes;
+      vec m = load(window);
+      for (int k = 1; k < kernel_w; ++k) m = larger<exact>(m, load(window + k * lanes));
+      store(y_row + ow * y_pixel, m);
+    }
+  }
+  return probe;
+}
+
+// The fast row, unrolled for the common windows (3x3, 2x2, and 3x3 clipped to 2 rows).
+ivec fast_max_pool_row(const BatchNormPoolPlane& p, const float* x, float* y_row, std::int64_t oh) {
+  const Span rows = inside(oh * p.stride_h - p.pad_top, p.kernel_h, p.height);
+  const int count = rows.end - rows.begin;
+  if (p.kernel_w == 3 && count == 3) return max_pool_row<false, 3, 3>(p, x, y_row, oh);
+  if (p.kernel_w == 3 && count == 2) return max_pool_row<false, 2, 3>(p, x, y_row, oh);
+  if (p.kernel_w == 2 && count == 2) return max_pool_row<false, 2, 2>(p, x, y_row, oh);
+  return max_pool_row<false, 0, 0>(p, x, y_row, oh);
+}
+
+void max_pool(const BatchNormPoolPlane& plane, const float* x, float* y, std::int64_t row_begin,
+              std::int64_t row_end) {
+  const BatchNormPoolPlane p = plane;  // a copy: the stores may alias anything
+  for (std::int64_t oh = row_begin; oh < row_end; ++oh) {
+    float* y_row = y + oh * p.y_row;
+    const ivec probe = fast_max_pool_row(p, x, y_row, oh);
+    bool suspect = false;
+    for (int j = 0; j < lanes; ++j) suspect |= probe[j] != 0;
+    if (suspect) max_pool_row<true, 0, 0>(p, x, y_row, oh);
+  }
+}
+
+constexpr BatchNormPoolKernels table = {lanes,         statistics, forward,
+                                        gradient_sums, backward,   max_pool};
 
 }  // namespace
 

@@ -1,7 +1,7 @@
-// Training's batch norm + ReLU + max pooling as one step (batch_norm_pool.cpp), the vectorised
-// parts: batch_norm_pool_kernels.cpp, built once per ISA like the Winograd kernels (one channel
-// block of `lanes` floats, contiguous in memory, is one vector register: 8 with AVX2, 16 with
-// AVX-512).
+// Training's batch norm + ReLU + max pooling as one step (batch_norm_pool.cpp), and inference's
+// plain max pooling (pooling.cpp), the vectorised parts: batch_norm_pool_kernels.cpp, built once
+// per ISA like the Winograd kernels (one channel block of `lanes` floats, contiguous in memory, is
+// one vector register: 8 with AVX2, 16 with AVX-512).
 //
 // Every function works on one plane: one image and one channel block. Its pointers are the
 // plane's first element; rows and pixels are `row` and `pixel` floats apart (nChw{8,16}c and NHWC
@@ -57,7 +57,13 @@ struct BatchNormPoolKernels {
   void (*backward)(const BatchNormPoolPlane& p, const float* x, const float* dy,
                    const unsigned char* index, const float* mean, const float* scale,
                    const float* slope, const float* offset, float* dx);
+  // Inference's max pooling (no batch norm, no index), output rows [row_begin, row_end): y = the
+  // window's maximum, a NaN winning and staying as above. Windows up to max_pool_widest columns.
+  void (*max_pool)(const BatchNormPoolPlane& p, const float* x, float* y, std::int64_t row_begin,
+                   std::int64_t row_end);
 };
+
+constexpr int max_pool_widest = 64;
 
 // Built with -mavx2 -mfma and -mavx512f: call only where the CPU has them.
 const BatchNormPoolKernels* batch_norm_pool_kernels_avx2();

@@ -2,8 +2,6 @@
 // channel slice of the output's gradient (a reorder from a sub-memory view); when that gradient
 // comes in parts (the output feeds several branches), each slice is summed from the parts' slices
 // directly.
-#include <omp.h>
-
 #include <algorithm>
 
 #include "common.hpp"
