@@ -71,13 +71,17 @@ def write_chain(spec, batch, path):
 
 
 def compiled_layers(verbose):
-    """name -> (FLOPs, group, kernel shown) for every forward convolution and inner product."""
-    layers = {}
+    """name -> (FLOPs, group) of every forward convolution and inner product, and step name ->
+    the kernel the compile listed (the executor may keep a timed alternative instead)."""
+    layers, kernels = {}, {}
     for line in verbose.splitlines():
         m = STEP.match(line)
-        if not m or ":" in m.group(1):
+        if not m:
             continue
         name, op, impl, rest = m.groups()
+        kernels[name] = impl
+        if ":" in name:
+            continue
         if not op.startswith(("convolution", "inner_product")) or "backward" in op:
             continue
         shapes = [[int(d) for d in s.split("x")] for s in SHAPE.findall(rest)]
@@ -92,8 +96,8 @@ def compiled_layers(verbose):
         else:
             stride = round(src[2] / dst[2]) if dst[2] else 1
             group = f"{w[2]}x{w[3]}" + (f" stride {stride}" if stride > 1 else "")
-        layers[name] = (flops, group, impl)
-    return layers
+        layers[name] = (flops, group)
+    return layers, kernels
 
 
 def main():
@@ -144,7 +148,7 @@ def main():
 
     peaks = [x.gflops for x in (peak_before, peak_after) if x.gflops]
     peak = max(peaks) if peaks else None
-    layers = compiled_layers(run.stderr)
+    layers, kernels = compiled_layers(run.stderr)
     kept = {c["step"]: c["kept"] for c in report.get("compile", {}).get("kernel_choices", [])}
     durations = collections.defaultdict(list)
     kinds = {}
@@ -160,13 +164,13 @@ def main():
     for name, ms in per_step.items():
         layer, _, part = name.partition(":")
         if layer in layers and part in ("", "backward_data", "backward_weights"):
-            flops, group, impl = layers[layer]
+            flops, group = layers[layer]
             pass_name = {"": "forward", "backward_data": "data gradient",
                          "backward_weights": "weight gradient"}[part]
             key = group if args.forward_only else f"{group}, {pass_name}"
             groups[key][0] += ms
             groups[key][1] += flops
-            rows.append((ms, name, kept.get(name, impl if not part else kinds[name]), flops))
+            rows.append((ms, name, kept.get(name, kernels.get(name, kinds[name])), flops))
         else:
             others[kinds[name] or name] += ms
 
