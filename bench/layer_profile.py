@@ -88,6 +88,8 @@ def compiled_layers(verbose):
         if len(shapes) < 3:
             continue
         src, w, dst = shapes[0], shapes[1], shapes[-1]
+        if len(w) == len(dst) + 1:
+            w = w[1:]  # grouped: (groups, out/groups, in/groups, kh, kw)
         flops = 2
         for d in dst + w[1:]:
             flops *= d
@@ -190,7 +192,8 @@ def main():
     for kind, ms in sorted(others.items(), key=lambda kv: -kv[1]):
         if ms >= 0.005 * total:
             print(f"{kind:34s} {ms:9.1f} {100 * ms / total:5.1f}%")
-    print(f"\nslowest {args.top} layers")
+    if args.top > 0:
+        print(f"\nslowest {args.top} layers")
     for ms, name, impl, flops in sorted(rows, reverse=True)[:args.top]:
         print(f"  {name:36s} {ms:8.2f} ms {pct(flops, ms)}%  {impl}")
     if args.json:
