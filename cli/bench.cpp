@@ -417,13 +417,13 @@ WeightDigest weight_digest(const engine::Runtime& runtime) {
 }
 
 // Every rank must run the same job. Each rank's settings as "key=value" lines; compile failures
-// are reported by the rank that had them. Ends the job when they disagree.
+// are reported by the rank that had them. Ends the job when they disagree; every rank sees the same
+// gathered settings and so reaches the same verdict, and they all end together.
 void check_ranks_agree(Ranks& ranks, const std::vector<std::string>& lines,
                        const std::string& compile_error) {
   std::string mine = compile_error.empty() ? "compiled=yes\n" : "compiled=no\n";
   for (const std::string& line : lines) mine += line + "\n";
   const std::vector<std::string> all = ranks.allgather(mine);
-  if (!compile_error.empty()) ranks.abort(compile_error, exit_failure);
   auto split = [](const std::string& text) {
     std::vector<std::string> out;
     for (std::size_t pos = 0; pos < text.size();) {
@@ -435,11 +435,11 @@ void check_ranks_agree(Ranks& ranks, const std::vector<std::string>& lines,
   };
   const std::vector<std::string> first = split(all[0]);
   std::vector<std::string> differences;
-  bool failed_elsewhere = false;
+  bool failed_somewhere = first.at(0) != "compiled=yes";
   for (std::size_t r = 1; r < all.size(); ++r) {
     const std::vector<std::string> other = split(all[r]);
     if (other.at(0) != "compiled=yes") {
-      failed_elsewhere = true;
+      failed_somewhere = true;
       continue;
     }
     for (std::size_t k = 0; k < std::min(first.size(), other.size()); ++k) {
@@ -449,10 +449,10 @@ void check_ranks_agree(Ranks& ranks, const std::vector<std::string>& lines,
       }
     }
   }
-  if (failed_elsewhere) std::_Exit(exit_failure);  // that rank says why
+  if (failed_somewhere) ranks.end_together(compile_error, exit_failure);  // the failed ranks say why
   if (differences.empty()) return;
-  if (ranks.rank() != 0) std::_Exit(exit_usage);  // rank 0 says why
-  ranks.abort(fmt::format("the ranks of this job disagree, and every rank must run the same "
+  if (ranks.rank() != 0) ranks.end_together("", exit_usage);  // rank 0 says why
+  ranks.end_together(fmt::format("the ranks of this job disagree, and every rank must run the same "
                           "model, batch size, thread layout and weights: {}",
                           fmt::join(differences, "; ")),
               exit_usage);

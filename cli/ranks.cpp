@@ -39,6 +39,13 @@ class SingleProcess final : public Ranks {
   [[noreturn]] void abort(const std::string& message, int exit_code) override {
     end_process("", message, exit_code);
   }
+  [[noreturn]] void end_together(const std::string& message, int exit_code) override {
+    if (message.empty()) {
+      std::fflush(stdout);
+      std::_Exit(exit_code);
+    }
+    end_process("", message, exit_code);
+  }
 };
 
 }  // namespace

@@ -26,6 +26,10 @@ class Ranks {
   // Ends this process at once (stdout flushed) with `message` on stderr, prefixed with the rank;
   // the other ranks end through their own checks or the stall timeout.
   [[noreturn]] virtual void abort(const std::string& message, int exit_code) = 0;
+  // Every rank calls it once a collective has shown the job cannot go on: prints `message` (when
+  // not empty) like abort, waits (bounded) for the other ranks to reach it, leaves MPI and ends
+  // with exit_code. A rank that quits while the others are still in a collective can crash them.
+  [[noreturn]] virtual void end_together(const std::string& message, int exit_code) = 0;
   // "rank 1 of 2 (n2)", or "" for one process.
   [[nodiscard]] std::string who() const;
 };

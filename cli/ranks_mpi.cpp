@@ -206,16 +206,7 @@ class MpiJob final : public Ranks {
     MPI_Comm_set_errhandler(gradients_, MPI_ERRORS_RETURN);
   }
 
-  ~MpiJob() override {
-    // A last bounded barrier: MPI_Finalize would wait forever for a rank that is gone.
-    MPI_Request request = MPI_REQUEST_NULL;
-    MPI_Ibarrier(control_, &request);
-    std::string error = wait_bounded(watchdog_, request, "the final barrier");
-    if (!error.empty()) end_process(who(), error, exit_failure);
-    MPI_Comm_free(&gradients_);
-    MPI_Comm_free(&control_);
-    MPI_Finalize();
-  }
+  ~MpiJob() override { leave(); }
   MpiJob(const MpiJob&) = delete;
   MpiJob& operator=(const MpiJob&) = delete;
 
@@ -270,7 +261,29 @@ class MpiJob final : public Ranks {
     end_process(who(), message, exit_code);
   }
 
+  [[noreturn]] void end_together(const std::string& message, int exit_code) override {
+    if (!message.empty()) {
+      std::fflush(stdout);
+      fmt::print(stderr, "tfpin bench: {}{}{}\n", who(), who().empty() ? "" : ": ", message);
+      std::fflush(stderr);
+    }
+    leave();
+    std::fflush(stdout);
+    std::_Exit(exit_code);
+  }
+
  private:
+  void leave() {
+    // A last bounded barrier: MPI_Finalize would wait forever for a rank that is gone.
+    MPI_Request request = MPI_REQUEST_NULL;
+    MPI_Ibarrier(control_, &request);
+    std::string error = wait_bounded(watchdog_, request, "the final barrier");
+    if (!error.empty()) end_process(who(), error, exit_failure);
+    MPI_Comm_free(&gradients_);
+    MPI_Comm_free(&control_);
+    MPI_Finalize();
+  }
+
   void check(int rc, MPI_Request& request, const char* what) {
     if (rc != MPI_SUCCESS)
       end_process(who(), fmt::format("{} failed: {}", what, mpi_error_text(rc)), 1);

@@ -173,11 +173,14 @@ class TwoNodes(DataParallelCase):
     def test_ranks_that_disagree_end_the_job_with_the_difference(self):
         r = self.srun(["--mpi=pmix", "-N", "2", "-n", "2", "--tf-threads=1", "sh", "-c",
                        "exec \"$@\" --batch_size $((SLURM_PROCID + 1))", "sh"] + BENCH + ALEXNET +
-                      ["--variable_update", "horovod"], timeout=120)
+                      ["--variable_update", "horovod", "--stall_timeout", "30"], timeout=120)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
         self.assertIn("the ranks of this job disagree", r.stderr)
         self.assertIn("rank 1 has batch_size=2 where rank 0 has 1", r.stderr)
         self.assertEqual(r.stderr.count("disagree"), 1, r.stderr)  # rank 0 says it, once
+        # Both ranks leave MPI together: no rank is left in a collective with a peer gone.
+        self.assertNotIn("Segmentation fault", r.stderr)
+        self.assertNotIn("no answer from the other ranks", r.stderr)
 
 
 class OneNode(DataParallelCase):
