@@ -449,13 +449,14 @@ void check_ranks_agree(Ranks& ranks, const std::vector<std::string>& lines,
       }
     }
   }
-  if (failed_somewhere) ranks.end_together(compile_error, exit_failure);  // the failed ranks say why
+  if (failed_somewhere)
+    ranks.end_together(compile_error, exit_failure);  // the failed ranks say why
   if (differences.empty()) return;
   if (ranks.rank() != 0) ranks.end_together("", exit_usage);  // rank 0 says why
   ranks.end_together(fmt::format("the ranks of this job disagree, and every rank must run the same "
-                          "model, batch size, thread layout and weights: {}",
-                          fmt::join(differences, "; ")),
-              exit_usage);
+                                 "model, batch size, thread layout and weights: {}",
+                                 fmt::join(differences, "; ")),
+                     exit_usage);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// libtfpin-mpi.so: the ranks of an MPI job (Open MPI), loaded by tfpin on demand (mpi_module.hpp). Collectives are non-blocking requests polled with short
-// sleeps: a rank waiting for slower peers then leaves its core to the compute threads (a blocking
-// Open MPI call spins), and every wait can give up after the stall timeout.
+// libtfpin-mpi.so: the ranks of an MPI job (Open MPI), loaded by tfpin on demand (mpi_module.hpp).
+// Collectives are non-blocking requests polled with short sleeps: a rank waiting for slower peers
+// then leaves its core to the compute threads (a blocking Open MPI call spins), and every wait can
+// give up after the stall timeout.
 #include <fmt/format.h>
 // C API only: Open MPI would also pull in its deprecated C++ bindings.
 #define OMPI_SKIP_MPICXX 1
@@ -14,8 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <string_view>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "exit_codes.hpp"

@@ -105,12 +105,13 @@ Result run(const Graph& g, CompileOptions options, int runs = 3) {
   return r;
 }
 
-void expect_close(const std::vector<float>& a, const std::vector<float>& b) {
+void expect_close(const std::vector<float>& a, const std::vector<float>& b,
+                  float tolerance = 1e-5f) {
   ASSERT_EQ(a.size(), b.size());
   float scale = 0;
   for (float v : b) scale = std::max(scale, std::abs(v));
   for (std::size_t i = 0; i < a.size(); ++i) {
-    ASSERT_NEAR(a[i], b[i], 1e-5f * std::max(1.0f, scale)) << "element " << i;
+    ASSERT_NEAR(a[i], b[i], tolerance * std::max(1.0f, scale)) << "element " << i;
   }
 }
 
@@ -313,7 +314,7 @@ TEST(Schedule, WinogradKernelsAndDirectAreTimedAndTheChoiceKept) {
   options.intra = 2;
   std::unique_ptr<Runtime> rt;
   ASSERT_TRUE(Runtime::create(g, options, &rt).ok());
-  // tfpin's own Winograd (three tile sizes) beside the compiled kernel on every ISA; oneDNN 2.6 on
+  // tfpin's own Winograd (four tile sizes) beside the compiled kernel on every ISA; oneDNN 2.6 on
   // AVX-512 adds its own two tile sizes and the direct kernel.
   EXPECT_EQ(rt->report().timed_choices, 1);
   options.winograd = false;
@@ -326,17 +327,17 @@ TEST(Schedule, WinogradKernelsAndDirectAreTimedAndTheChoiceKept) {
   ASSERT_TRUE(rt->setup(inputs, outputs).ok());
   const std::uint64_t weights_compiled = rt->report().weight_bytes;
   std::vector<std::vector<float>> results;
-  for (std::size_t k = 0; k < 3 * 6 + 2; ++k) {  // the kernels in turn, then the fastest
+  for (std::size_t k = 0; k < 3 * 7 + 2; ++k) {  // the kernels in turn, then the fastest
     ASSERT_TRUE(rt->run().ok());
     results.push_back(y);
-    expect_close(y, direct.y);
+    expect_close(y, direct.y, 3e-4f);  // F(7x7) rounds up to 1e-4 of the largest output here
   }
   const CompileReport& report = rt->report();
   ASSERT_EQ(report.kernel_choices.size(), 1U);
   const KernelChoice& choice = report.kernel_choices[0];
   const std::size_t candidates = choice.candidates.size();
   ASSERT_GE(candidates, 2U);
-  EXPECT_EQ(candidates, onednn_offers_winograd() ? 6U : 4U);
+  EXPECT_EQ(candidates, onednn_offers_winograd() ? 7U : 5U);
   const std::vector<float>& kept = results.back();
   EXPECT_EQ(results[results.size() - 2], kept);  // the choice stays
   // Each kernel rounds differently: the first runs used one each, and the kept one is one of them.
@@ -378,7 +379,7 @@ TEST(Schedule, SameShapedConvolutionsTimeEachKernelOnce) {
   const ExternalInput inputs[] = {{"x", in.data()}};
   const ExternalOutput outputs[] = {{"y", y.data()}};
   ASSERT_TRUE(rt->setup(inputs, outputs).ok());
-  for (int k = 0; k < 18; ++k) ASSERT_TRUE(rt->run().ok());  // 3 x 6 trial runs at most
+  for (int k = 0; k < 21; ++k) ASSERT_TRUE(rt->run().ok());  // 3 x 7 trial runs at most
   const std::vector<KernelChoice>& choices = rt->report().kernel_choices;
   ASSERT_EQ(choices.size(), 3U);
   for (const KernelChoice& c : choices) {

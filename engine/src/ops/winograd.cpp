@@ -1,9 +1,9 @@
-// tfpin's own Winograd convolutions F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5) (Lavin
-// and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015): Y = A^T [(G g G^T) . (B^T d
-// B)] A per m x m output tile, (m + r - 1)^2 products per tile and channel pair where the direct
-// kernel does r^2 m^2. oneDNN 2.x has F(4x4, 3x3) for AVX-512 only and oneDNN 3.x none; these run
-// on AVX2 and AVX-512 from one source (winograd_kernels.cpp) and are timed against oneDNN's kernels
-// like theirs against each other.
+// tfpin's own Winograd convolutions F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3), F(7x7, 3x3) and F(4x4,
+// 5x5) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015): Y = A^T [(G g
+// G^T) . (B^T d B)] A per m x m output tile, (m + r - 1)^2 products per tile and channel pair where
+// the direct kernel does r^2 m^2. oneDNN 2.x has F(4x4, 3x3) for AVX-512 only and oneDNN 3.x none;
+// these run on AVX2 and AVX-512 from one source (winograd_kernels.cpp) and are timed against
+// oneDNN's kernels like theirs against each other.
 //
 // Per block of tiles, on each thread: the input transform into V[P][tiles][C], P matrix products
 // with the transformed weights U[P][C][K] into M[P][tiles][K], the output transform with bias and
@@ -79,11 +79,12 @@ const WinogradKernels* kernels_stride2_for(std::int64_t block, int tile) {
 // The tile sizes tfpin has for a kernel size: all timed for 3x3 (F(6x6) does 1.8 multiplications
 // per output where F(4x4) does 2.25, with more transform work and rounding, and more tiles past
 // the image's edge on small images; in inference F(2x2) too, 4 per output but with weights
-// 16/36 of F(4x4)'s, for batch 1, where they stream from memory every run); F(4x4) for 5x5 (its
-// 8x8 tiles are F(6x6, 3x3)'s).
+// 16/36 of F(4x4)'s, for batch 1, where they stream from memory every run; F(7x7) 1.65 per
+// output, and no tiles past the edge of images 7 divides, with weights 81/36 of F(4x4)'s);
+// F(4x4) for 5x5 (its 8x8 tiles are F(6x6, 3x3)'s).
 std::vector<int> tiles_for(int kernel_size, bool training) {
   if (kernel_size != 3) return {4};
-  return training ? std::vector<int>{4, 6} : std::vector<int>{4, 6, 2};
+  return training ? std::vector<int>{4, 6, 7} : std::vector<int>{4, 6, 2, 7};
 }
 
 // The kernel of a convolution tfpin's Winograd can run (no dilation or groups): at stride 1, 3x3 or
@@ -349,6 +350,10 @@ WeightMatrix square_weight_matrix(int tile, int kernel_size) {
     for (std::size_t i = 0; i < 4; ++i) std::copy(f23.g[i], f23.g[i] + 3, g[i].begin());
   } else if (alpha == 6) {
     std::copy(g6.begin(), g6.end(), g.begin());
+  } else if (alpha == 9) {
+    // F(7x7, 3x3): the Toom-Cook matrices of its kernels (Transforms<7, 3>).
+    static constexpr Winograd1D<7, 3> f73 = make_winograd_1d<7, 3>(winograd_points_7x3);
+    for (std::size_t i = 0; i < 9; ++i) std::copy(f73.g[i], f73.g[i] + 3, g[i].begin());
   } else {
     std::copy(g8.begin(), g8.end(), g.begin());
     g[7][static_cast<std::size_t>(r - 1)] = 1;

@@ -1,7 +1,7 @@
-// tfpin's own Winograd F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5) convolutions
-// (winograd.cpp): timed alternatives of 3x3 and 5x5 stride-1 convolutions (inference; training's
-// forward and backward steps), for CPUs and oneDNN builds without oneDNN's Winograd (AVX2;
-// oneDNN 3.x on any ISA) and for training, where oneDNN has none.
+// tfpin's own Winograd F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3), F(7x7, 3x3) and F(4x4, 5x5)
+// convolutions (winograd.cpp): timed alternatives of 3x3 and 5x5 stride-1 convolutions (inference;
+// training's forward and backward steps), for CPUs and oneDNN builds without oneDNN's Winograd
+// (AVX2; oneDNN 3.x on any ISA) and for training, where oneDNN has none.
 #pragma once
 
 #include "../lowering.hpp"

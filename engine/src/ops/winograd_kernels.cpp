@@ -268,6 +268,20 @@ struct Transforms<2, 3> {
   static void weight_gradient(const vec x[4], vec r[3]) { transposed_constant_product(t.g, x, r); }
 };
 
+// F(7x7, 3x3): 9x9 tiles, points 0, +-1, +-2, +-1/2, -1/4 and infinity, from the Toom-Cook
+// matrices: 81 products per 49 outputs (F(6x6): 64 per 36), and 7 divides the 56, 28, 14, 7 and
+// 35 wide images of ResNet-50, GoogLeNet and Inception v3, where 4x4 and 6x6 tiles run past the
+// edge (14x14: 576 products per image with either, 324 with 7x7).
+template <>
+struct Transforms<7, 3> {
+  static constexpr Winograd1D<7, 3> t = make_winograd_1d<7, 3>(winograd_points_7x3);
+  static void input(const vec d[9], vec r[9]) { constant_product(t.bt, d, r); }
+  static void output(const vec p[9], vec o[7]) { constant_product(t.at, p, o); }
+  static void weight(const vec g[3], vec r[9]) { constant_product(t.g, g, r); }
+  static void gradient(const vec y[7], vec r[9]) { transposed_constant_product(t.at, y, r); }
+  static void weight_gradient(const vec x[9], vec r[3]) { transposed_constant_product(t.g, x, r); }
+};
+
 // (Not std::clamp: no template from a header here.)
 std::int64_t clamped(std::int64_t x, std::int64_t lo, std::int64_t hi) {
   return x < lo ? lo : x > hi ? hi : x;
@@ -928,9 +942,18 @@ struct Winograd1DKernels {
     }
   }
 
-  static constexpr WinogradKernels table{
-      floats, block_vectors, m,        r,          shape,      input,          multiply<points>,
-      output, weights,       gradient, accumulate<points>, weight_gradient};
+  static constexpr WinogradKernels table{floats,
+                                         block_vectors,
+                                         m,
+                                         r,
+                                         shape,
+                                         input,
+                                         multiply<points>,
+                                         output,
+                                         weights,
+                                         gradient,
+                                         accumulate<points>,
+                                         weight_gradient};
 };
 
 // 3x3 at stride 2 (WinogradStride2): tile t of an image is m x m outputs, read from a window of
@@ -1009,6 +1032,7 @@ const WinogradKernels* winograd_kernels_avx2(int tile, int kernel_size) {
   if (tile == 2 && kernel_size == 3) return &kernels<2, 3>;
   if (tile == 4 && kernel_size == 3) return &kernels<4, 3>;
   if (tile == 6 && kernel_size == 3) return &kernels<6, 3>;
+  if (tile == 7 && kernel_size == 3) return &kernels<7, 3>;
   if (tile == 4 && kernel_size == 5) return &kernels<4, 5>;
   return nullptr;
 }

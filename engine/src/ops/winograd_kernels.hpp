@@ -1,10 +1,10 @@
-// tfpin's own Winograd F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3) and F(4x4, 5x5) convolutions, the
-// vectorised parts (winograd_kernels.cpp, built once per ISA: the channel block of the activations'
-// layout is one vector register, 8 floats with AVX2 and 16 with AVX-512). The driver and the weight
-// transform are in winograd.cpp.
+// tfpin's own Winograd F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3), F(7x7, 3x3) and F(4x4, 5x5)
+// convolutions, the vectorised parts (winograd_kernels.cpp, built once per ISA: the channel block
+// of the activations' layout is one vector register, 8 floats with AVX2 and 16 with AVX-512). The
+// driver and the weight transform are in winograd.cpp.
 //
 // Layouts, for P = (m + r - 1)^2 positions of an m x m output tile and r x r kernel (36 for
-// F(4x4, 3x3), 64 for F(6x6, 3x3) and F(4x4, 5x5)):
+// F(4x4, 3x3), 64 for F(6x6, 3x3) and F(4x4, 5x5), 81 for F(7x7, 3x3)):
 // activations nChw{V}c (V = the vector width), weights transformed once into U[P][K][C] grouped
 // by output-channel blocks (U[p] + k0 * C holds the block's [C][width], width = max_block_vectors
 // vectors or what is left of K), the per-thread scratch
@@ -70,11 +70,16 @@ struct Winograd1D {
   double bt[points][points] = {};
 };
 
+// The points of make_winograd_1d: the first P - 1 of them, then infinity.
+constexpr double winograd_points[9] = {0, 1, -1, 2, -2, 0.5, -0.5, 1.5, -1.5};
+// F(7x7, 3x3)'s ninth point: -1/4 rounds half as much as 3/2 (mean error of one 9x9 window in
+// float against double, relative to sum |g d|, 3.3e-6 against 6.8e-6; F(6x6, 3x3) 6.9e-7).
+constexpr double winograd_points_7x3[9] = {0, 1, -1, 2, -2, 0.5, -0.5, -0.25, 0};
+
 template <int m, int r>
-consteval Winograd1D<m, r> make_winograd_1d() {
+consteval Winograd1D<m, r> make_winograd_1d(const double (&chosen)[9] = winograd_points) {
   constexpr int n = m + r - 1;
   static_assert(n <= 10, "no more points are chosen");
-  constexpr double chosen[9] = {0, 1, -1, 2, -2, 0.5, -0.5, 1.5, -1.5};
   // Row p of the Vandermonde matrix with `columns` powers.
   auto power = [&](int p, int column, int columns) {
     if (p == n - 1) return column == columns - 1 ? 1.0 : 0.0;  // infinity
@@ -202,8 +207,9 @@ struct WinogradKernels {
                           std::int64_t k_begin, std::int64_t k_end, float* dw);
 };
 
-// F(tile x tile, kernel_size x kernel_size): F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3) or F(4x4, 5x5);
-// null for others. Built with -mavx2 -mfma and -mavx512f: call only where the CPU has them.
+// F(tile x tile, kernel_size x kernel_size): F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3), F(7x7, 3x3) or
+// F(4x4, 5x5); null for others. Built with -mavx2 -mfma and -mavx512f: call only where the CPU has
+// them.
 const WinogradKernels* winograd_kernels_avx2(int tile, int kernel_size);
 const WinogradKernels* winograd_kernels_avx512(int tile, int kernel_size);
 // F(m, r) along a row (1 x r kernels) or a column (r x 1): F(4, 7) and F(4, 3), with the weight

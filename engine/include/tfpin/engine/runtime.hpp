@@ -76,8 +76,8 @@ struct CompileOptions {
   // Cores of each lane (OS cpu indices); empty = do not pin. When given: one entry per lane.
   std::vector<std::vector<unsigned>> lane_cpus;
   bool fusion = true;  // fold batch norm, fuse bias/ReLU/residual add into convolutions
-  // Winograd for 3x3 and 5x5 stride-1 convolutions: tfpin's own F(4x4, 3x3), F(6x6, 3x3) and
-  // F(4x4, 5x5) (AVX2,
+  // Winograd for 3x3 and 5x5 stride-1 convolutions: tfpin's own F(4x4, 3x3), F(6x6, 3x3),
+  // F(7x7, 3x3) and F(4x4, 5x5) (AVX2,
   // AVX-512; inference, and training's forward, backward data and backward weights steps) and
   // oneDNN's (2.x on AVX-512, inference), timed against the direct kernel in the first runs. Fewer
   // multiplications, a larger rounding error (at most 1e-5, the 8x8 tiles 3e-5, of the sum of |x w|
@@ -148,8 +148,8 @@ struct CompileReport {
   std::vector<KernelChoice> kernel_choices;  // filled when the timed runs are over
   int folded_batch_norms = 0;
   int fused_relus = 0;
-  int fused_pools = 0;  // training: batch norm + ReLU + max pooling computed as one step
-  int moved_average_pools = 0;       // training: average pooling moved after the 1x1 convolution
+  int fused_pools = 0;          // training: batch norm + ReLU + max pooling computed as one step
+  int moved_average_pools = 0;  // training: average pooling moved after the 1x1 convolution
   int max_pools_before_concats = 0;  // training: a concat's max pooling split over its parts
   int fused_eltwises = 0;            // inference: other activations made post-ops (Graph::eltwise)
   int fused_adds = 0;                // residual adds turned into sum post-ops
