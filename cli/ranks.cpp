@@ -15,10 +15,14 @@ std::string Ranks::who() const {
   return fmt::format("rank {} of {} ({})", rank(), size(), node());
 }
 
-void end_process(const std::string& who, const std::string& message, int exit_code) {
+void print_reason(const std::string& who, const std::string& message) {
   std::fflush(stdout);
   fmt::print(stderr, "tfpin bench: {}{}{}\n", who, who.empty() ? "" : ": ", message);
   std::fflush(stderr);
+}
+
+void end_process(const std::string& who, const std::string& message, int exit_code) {
+  print_reason(who, message);
   std::_Exit(exit_code);
 }
 
@@ -40,11 +44,9 @@ class SingleProcess final : public Ranks {
     end_process("", message, exit_code);
   }
   [[noreturn]] void end_together(const std::string& message, int exit_code) override {
-    if (message.empty()) {
-      std::fflush(stdout);
-      std::_Exit(exit_code);
-    }
-    end_process("", message, exit_code);
+    if (!message.empty()) print_reason("", message);
+    std::fflush(stdout);
+    std::_Exit(exit_code);
   }
 };
 

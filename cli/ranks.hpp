@@ -34,7 +34,9 @@ class Ranks {
   [[nodiscard]] std::string who() const;
 };
 
-// Flushes stdout, prints "tfpin bench: [who: ]message" and ends the process at once.
+// Flushes stdout and prints "tfpin bench: [who: ]message" on stderr.
+void print_reason(const std::string& who, const std::string& message);
+// print_reason, then ends the process at once.
 [[noreturn]] void end_process(const std::string& who, const std::string& message, int exit_code);
 
 std::unique_ptr<Ranks> single_process();

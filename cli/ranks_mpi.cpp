@@ -263,11 +263,7 @@ class MpiJob final : public Ranks {
   }
 
   [[noreturn]] void end_together(const std::string& message, int exit_code) override {
-    if (!message.empty()) {
-      std::fflush(stdout);
-      fmt::print(stderr, "tfpin bench: {}{}{}\n", who(), who().empty() ? "" : ": ", message);
-      std::fflush(stderr);
-    }
+    if (!message.empty()) print_reason(who(), message);
     leave();
     std::fflush(stdout);
     std::_Exit(exit_code);
