@@ -21,7 +21,7 @@ struct EngineSwitch {
   const char* help;
   const char* json_key;  // `--json` reports the member under this key; null: not reported
 };
-inline constexpr std::array<EngineSwitch, 7> engine_switches = {{
+inline constexpr std::array<EngineSwitch, 8> engine_switches = {{
     {"--no_fusion", &engine::CompileOptions::fusion,
      "compile without batch-norm folding and post-op fusion (for comparison)", "fusion"},
     {"--no_winograd", &engine::CompileOptions::winograd,
@@ -37,6 +37,10 @@ inline constexpr std::array<EngineSwitch, 7> engine_switches = {{
      "batch-1 concats copy their inputs (default: the inputs are written straight into their "
      "slices of the output)",
      "in_place_concat"},
+    {"--no_merge_siblings", &engine::CompileOptions::merge_siblings,
+     "batch-1 sibling 1x1 convolutions run one by one (default: those reading the same input "
+     "run as one convolution, each writing its slice of the output)",
+     "merge_siblings"},
     {"--no_channels_last", &engine::CompileOptions::channels_last,
      "no channels-last (nhwc) brgemm alternative for strided and other non-Winograd convolutions "
      "(default: timed where oneDNN has one, kept where faster with its reorders)",

@@ -195,6 +195,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
                   {"fused_adds", report.fused_adds},
                   {"in_place_adds", report.in_place_adds},
                   {"in_place_concats", report.in_place_concats},
+                  {"merged_convolutions", report.merged_convolutions},
                   {"trained_tensors", report.parameters}};
   nlohmann::json choices = nlohmann::json::array();
   for (const engine::KernelChoice& c : report.kernel_choices) {

@@ -15,6 +15,7 @@
 #include "memory_planner.hpp"
 #include "op_registry.hpp"
 #include "ops/batch_norm_pool.hpp"
+#include "ops/pointwise_siblings.hpp"
 #include "schedule.hpp"
 
 namespace tfpin::engine::detail {
@@ -203,23 +204,37 @@ void CompiledGraph::lower(const Graph& graph) {
   }
   const std::vector<int> order = topological_order(ir);
   const std::vector<unsigned> threads = node_threads(ir, order, options);
+  if (!options.training && options.merge_siblings) {
+    lowering.sibling_groups = pointwise_sibling_groups(ir, order, onednn::native_channel_block());
+  }
   for (int node : order) {
     const std::size_t first = lowering.steps.size();
     const auto n = static_cast<std::size_t>(node);
-    lowering.step_threads = threads[n];
+    if (lowering.computed_with_sibling[n]) continue;  // by the group's first node
+    // A merged group (pointwise_siblings.hpp) runs on its widest member's threads.
+    unsigned node_threads = threads[n];
+    for (int m : lowering.sibling_groups[n]) {
+      node_threads = std::max(node_threads, threads[static_cast<std::size_t>(m)]);
+    }
+    lowering.step_threads = node_threads;
     {
-      const ScopedOmpThreads node_threads_scope(threads[n]);
+      const ScopedOmpThreads node_threads_scope(node_threads);
       lower_node(lowering, node);
     }
     lowering.step_threads = options.intra;
     // The node's computation is its first step that is not an input's reorder.
+    double flops = node_cost(ir, node).flops;
+    if (lowering.computed_with_sibling[n]) {
+      flops = 0;
+      for (int m : lowering.sibling_groups[n]) flops += node_cost(ir, m).flops;
+    }
     for (std::size_t k = first; k < lowering.steps.size(); ++k) {
       if (lowering.steps[k].op == "reorder") continue;
-      lowering.steps[k].flops = node_cost(ir, node).flops;
+      lowering.steps[k].flops = flops;
       break;
     }
-    if (threads[n] > options.intra) ++report.wide_steps;
-    if (threads[n] < options.intra) ++report.narrow_steps;
+    if (node_threads > options.intra) ++report.wide_steps;
+    if (node_threads < options.intra) ++report.narrow_steps;
   }
   if (options.training) lower_backward(lowering, order);
   for (const auto& [v, def] : ir.outputs) {

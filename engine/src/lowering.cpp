@@ -111,6 +111,8 @@ Lowering::Lowering(Ir& ir_, dnnl::engine engine_, const CompileOptions& options_
       options(options_),
       compile_stream(engine),
       report(report_),
+      sibling_groups(ir_.nodes.size()),
+      computed_with_sibling(ir_.nodes.size(), false),
       value_md(ir_.values.size()),
       value_buffer(ir_.values.size(), -1),
       forward(ir_.nodes.size()),

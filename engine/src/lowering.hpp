@@ -179,6 +179,10 @@ class Lowering {
   std::vector<Step> steps;
   // The threads the node being lowered is created for (schedule.hpp); its steps record it.
   unsigned step_threads = 1;
+  // Inference at batch 1 (ops/pointwise_siblings.hpp): by node, the sibling 1x1 convolutions it
+  // leads, to be computed as one; and the nodes so computed, whose lowering then adds nothing.
+  std::vector<std::vector<int>> sibling_groups;
+  std::vector<bool> computed_with_sibling;
 
   // The layout and buffer each value lives in once produced.
   std::vector<md_t> value_md;

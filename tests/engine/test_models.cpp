@@ -47,6 +47,8 @@ TEST_P(ModelTest, SameOutputAcrossLanesLayoutsAndFusion) {
   }
   if (model == Model::inception3) {
     EXPECT_EQ(base.report.in_place_concats, 15);  // 11 blocks, 4 concats nested in Mixed_7b/7c
+    // The two reduce layers of each block but Mixed_6a (one 1x1 layer): 10 blocks of 11.
+    EXPECT_EQ(base.report.merged_convolutions, 20);
   }
   if (model == Model::resnet50) {
     EXPECT_EQ(base.report.fused_adds, 16);

@@ -391,6 +391,63 @@ TEST_P(OpTest, ConcatInPlaceAtBatchOne) {
   EXPECT_EQ(last.in_place_concats, 0);
 }
 
+// Batch 1: sibling 1x1 convolutions on one input (the same stride and activation) run as one
+// convolution, each member's output a slice of its output (pointwise_siblings.cpp), read by 3x3
+// convolutions, pooling and a 1x1. Every output against the reference, 1 and 2 lanes.
+TEST_P(OpTest, SiblingPointwiseConvolutionsAtBatchOne) {
+  TensorId x = input("x", {1, 32, 6, 6});
+  TensorId a = g.relu(conv(x, 32, 16, 1, 1, 0, true, "a"));
+  TensorId b = g.relu(conv(x, 32, 32, 1, 1, 0, true, "b"));
+  TensorId c = g.relu(conv(x, 32, 24, 1, 1, 0, true, "c"));  // splits a block of 16: last
+  TensorId d = g.relu(conv(x, 32, 40, 1, 1, 0, true, "d"));  // ... and so would this one
+  TensorId e = conv(x, 32, 16, 1, 1, 0, true, "e");           // no ReLU: a group of its own
+  TensorId f = conv(x, 32, 32, 1, 1, 0, false, "f");          // with f, which has no bias
+  TensorId s = g.relu(conv(x, 32, 16, 1, 2, 0, true, "s"));  // stride 2: with t only
+  TensorId t = g.relu(conv(x, 32, 16, 1, 2, 0, true, "t"));
+  TensorId h = g.relu(conv(x, 32, 16, 1, 1, 0, true, "h"));  // writes into the concat instead
+  Pool2D p;
+  p.kernel = {3, 3};
+  p.padding = {1, 1, 1, 1};
+  g.output(conv(a, 16, 16, 3, 1, 1, true, "a3"), "a3");
+  g.output(g.max_pool(b, p), "b_pool");
+  g.output(conv(c, 24, 16, 3, 1, 1, true, "c3"), "c3");
+  g.output(conv(d, 40, 16, 1, 1, 0, true, "d1"), "d1");
+  g.output(conv(e, 16, 16, 3, 1, 1, true, "e3"), "e3");
+  g.output(g.max_pool(f, p), "f_pool");
+  g.output(g.max_pool(s, p), "s_pool");
+  g.output(conv(t, 16, 16, 3, 1, 1, true, "t3"), "t3");
+  g.output(g.concat({h, conv(x, 32, 16, 3, 1, 1, true, "k")}), "cat");
+  check();
+  if (fusion()) {
+    // Which members join follows the ISA's block: 24 and 40 channels are whole blocks of nChw8c
+    // (AVX2) but not of nChw16c (AVX-512), where only the first of them joins, last.
+    const std::int64_t block = testing::channel_block_written_by(last_description, "e+f");
+    ASSERT_TRUE(block == 8 || block == 16) << last_description;
+    const std::string relus = block == 16 ? "a+b+c" : "a+b+c+d";
+    EXPECT_EQ(testing::channel_block_written_by(last_description, relus), block)
+        << last_description;
+    EXPECT_EQ(testing::channel_block_written_by(last_description, "s+t"), block)
+        << last_description;
+    EXPECT_EQ(last.merged_convolutions, (block == 16 ? 3 : 4) + 2 + 2) << last_description;
+    EXPECT_EQ(last.in_place_concats, 1) << last_description;
+
+    CompileOptions separate;
+    separate.merge_siblings = false;
+    const auto got = testing::run_engine(g, inputs, separate, 2);
+    ASSERT_TRUE(got.status.ok()) << got.status.to_string();
+    EXPECT_EQ(got.report.merged_convolutions, 0);
+  }
+
+  // At batch 2 a slice is strided by the image: never merged.
+  g = Graph();
+  inputs.clear();
+  TensorId z = input("z", {2, 16, 4, 4});
+  g.output(conv(g.relu(conv(z, 16, 16, 1, 1, 0, true, "u")), 16, 16, 3, 1, 1, true, "u3"), "u3");
+  g.output(conv(g.relu(conv(z, 16, 32, 1, 1, 0, true, "v")), 32, 16, 3, 1, 1, true, "v3"), "v3");
+  check();
+  EXPECT_EQ(last.merged_convolutions, 0);
+}
+
 TEST_P(OpTest, ElementwiseAdd) {
   TensorId a = input("a", {2, 16, 4, 4});
   TensorId b = input("b", {2, 16, 4, 4});

@@ -3,6 +3,7 @@
 #include "../schedule.hpp"
 #include "channels_last.hpp"
 #include "common.hpp"
+#include "pointwise_siblings.hpp"
 #include "winograd.hpp"
 
 namespace tfpin::engine::detail {
@@ -89,6 +90,7 @@ constexpr double timed_choice_max_us = 20000;
 }  // namespace
 
 static void lower_convolution(Lowering& l, int node) {
+  if (lower_pointwise_siblings(l, node)) return;  // with its siblings, as one convolution
   Node& n = node_of(l.ir, node);
   const auto& a = std::get<Conv2D>(n.attrs);
   const int x = n.inputs[0];

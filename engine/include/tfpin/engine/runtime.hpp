@@ -103,6 +103,10 @@ struct CompileOptions {
   // Inference at batch 1: a concat's inputs are written straight into their slices of its output
   // (channel-outermost layouts, whole blocks of channels) and the concat step disappears.
   bool in_place_concat = true;
+  // Inference at batch 1: sibling 1x1 convolutions (the same input, stride and activation; the
+  // reduce layers of Inception blocks) run as one convolution, each writing whole channel blocks
+  // of its output.
+  bool merge_siblings = true;
   // Inference: a convolution that no Winograd kernel covers (strided, 7x7, 1x7) also times
   // oneDNN's brgemm kernel on channels-last copies of its input and output, where oneDNN has one
   // (2.6: AVX-512) and the layer has enough FLOPs per copied byte.
@@ -155,6 +159,7 @@ struct CompileReport {
   int fused_adds = 0;                // residual adds turned into sum post-ops
   int in_place_adds = 0;             // ... of which write straight into the residual's buffer
   int in_place_concats = 0;          // concats removed: their inputs write into their output
+  int merged_convolutions = 0;       // 1x1 convolutions computed in one step with their siblings
   int parameters = 0;                // training: trained tensors (each with its momentum buffer)
   int gradient_buckets = 0;          // data parallel: fused buckets reduced per step
   std::uint64_t gradient_bytes = 0;  // ... and the bytes they hold
