@@ -2,11 +2,11 @@
 // and output shape.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <array>
 #include <string>
 #include <vector>
 
+#include "cli_fwd.hpp"
 #include "tfpin/engine/runtime.hpp"
 #include "workload.hpp"
 

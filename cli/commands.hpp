@@ -1,9 +1,9 @@
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
+#include "cli_fwd.hpp"
 #include "exit_codes.hpp"
 #include "plan_options.hpp"
 #include "tfpin/error.hpp"

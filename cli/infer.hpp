@@ -2,9 +2,10 @@
 // plan (flags, TF_*/OMP_* variables, the TFPIN_* plan handed over, or this process's cores).
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
+
+#include "cli_fwd.hpp"
 
 namespace tfpin::cli {
 

@@ -1,10 +1,10 @@
 // Options that `tfpin show` and `tfpin run` share, and turning them into a plan.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 
+#include "cli_fwd.hpp"
 #include "tfpin/environment.hpp"
 #include "tfpin/placement.hpp"
 #include "tfpin/topology.hpp"

@@ -3,12 +3,12 @@
 // plot and the #SBATCH lines of the fastest configuration.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "bench.hpp"
+#include "cli_fwd.hpp"
 #include "tfpin/placement.hpp"
 #include "tfpin/topology.hpp"
 

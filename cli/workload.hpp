@@ -2,11 +2,11 @@
 // layout and the mode, with the same names, defaults, help and refusals.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "cli_fwd.hpp"
 #include "tfpin/engine/graph.hpp"
 #include "tfpin/engine/models.hpp"
 #include "tfpin/engine/runtime.hpp"
