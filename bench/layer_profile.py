@@ -118,6 +118,8 @@ def main():
     p.add_argument("--num_warmup_batches", type=int, default=3)
     p.add_argument("--top", type=int, default=15, help="slowest layers listed")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("bench_flags", nargs="*", metavar="-- FLAG",
+                   help="after --: more `tfpin bench` flags (--no_own_1x1, --force_kernel K, ...)")
     args = p.parse_args()
     for flag in ("batch_size", "threads", "num_batches"):
         if getattr(args, flag) < 1:
@@ -141,6 +143,7 @@ def main():
                "--trace_file", inside + "/trace.json", "--json", "-v"]
         if args.forward_only:
             cmd.append("--forward_only")
+        cmd += args.bench_flags
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed ({run.returncode}): {run.stderr.strip()}")

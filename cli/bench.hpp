@@ -21,7 +21,7 @@ struct EngineSwitch {
   const char* help;
   const char* json_key;  // `--json` reports the member under this key; null: not reported
 };
-inline constexpr std::array<EngineSwitch, 8> engine_switches = {{
+inline constexpr std::array<EngineSwitch, 9> engine_switches = {{
     {"--no_fusion", &engine::CompileOptions::fusion,
      "compile without batch-norm folding and post-op fusion (for comparison)", "fusion"},
     {"--no_winograd", &engine::CompileOptions::winograd,
@@ -45,6 +45,10 @@ inline constexpr std::array<EngineSwitch, 8> engine_switches = {{
      "no channels-last (nhwc) brgemm alternative for strided and other non-Winograd convolutions "
      "(default: timed where oneDNN has one, kept where faster with its reorders)",
      "channels_last"},
+    {"--no_own_1x1", &engine::CompileOptions::own_pointwise,
+     "1x1 convolutions on oneDNN's kernels only (default: tfpin's own 1x1 kernel is timed beside "
+     "them and kept where faster)",
+     "own_pointwise"},
     {"--any_layouts", &engine::CompileOptions::blocked_layouts,
      "let oneDNN choose convolution layouts (default: blocked, nChw16c on AVX-512, nChw8c on "
      "AVX2)",

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -173,10 +174,29 @@ Trials run_trials(const Graph& g, const std::map<std::string, std::vector<float>
   return t;
 }
 
-class WinogradLayerTest : public ::testing::TestWithParam<Layer> {};
+// Each candidate's trial run (run r uses candidate r mod n) within its bound, and the kept kernel's
+// output a candidate's, bit for bit.
+void expect_candidates_within(const Trials& t, const Expected& want,
+                              const std::function<double(const std::string&)>& bound) {
+  const auto& candidates = t.choices.at(0).candidates;
+  ASSERT_LE(3 * candidates.size(), t.outputs.size());
+  for (std::size_t k = 0; k < candidates.size(); ++k) {
+    EXPECT_TRUE(within_bound(t.outputs[k], want, bound(candidates[k].kernel)))
+        << candidates[k].kernel;
+  }
+  EXPECT_TRUE(std::any_of(t.outputs.begin(), t.outputs.begin() + candidates.size(),
+                          [&](const auto& o) { return o == t.outputs.back(); }));
+}
 
-TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
-  const Layer l = GetParam();
+// A layer's graph (convolution, then the residual add and the ReLU it asks for), its inputs and
+// the naive output.
+struct LayerCase {
+  Graph g;
+  std::map<std::string, std::vector<float>> inputs;
+  Expected want;
+};
+
+LayerCase layer_case(const Layer& l) {
   const std::int64_t oh = l.out_height();
   const std::int64_t ow = l.out_width();
   const auto x = random_vector(static_cast<std::size_t>(l.n * l.c * l.h * l.w), 1);
@@ -184,7 +204,8 @@ TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
       random_vector(static_cast<std::size_t>(l.k * l.c * l.kh() * l.kw()), 2, -0.5f, 0.5f);
   const auto b = random_vector(static_cast<std::size_t>(l.k), 3);
   const auto r = random_vector(static_cast<std::size_t>(l.n * l.k * oh * ow), 4);
-  Graph g;
+  LayerCase c;
+  Graph& g = c.g;
   const TensorId input = g.input("x", {l.n, l.c, l.h, l.w});
   const TensorId weights = g.constant("w", {l.k, l.c, l.kh(), l.kw()}, w);
   const TensorId bias = l.bias ? g.constant("b", {l.k}, b) : no_tensor;
@@ -192,14 +213,22 @@ TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
   attrs.padding = l.padding;
   attrs.stride = {l.stride, l.stride};
   TensorId y = g.convolution(input, weights, bias, attrs, "conv");
-  std::map<std::string, std::vector<float>> inputs{{"x", x}};
+  c.inputs["x"] = x;
   if (l.residual) {
     y = g.add(y, g.input("residual", {l.n, l.k, oh, ow}));
-    inputs["residual"] = r;
+    c.inputs["residual"] = r;
   }
   if (l.relu) y = g.relu(y);
   g.output(y, "y");
-  const Expected want = naive(l, oh, ow, x, w, b, r);
+  c.want = naive(l, oh, ow, x, w, b, r);
+  return c;
+}
+
+class WinogradLayerTest : public ::testing::TestWithParam<Layer> {};
+
+TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
+  const Layer l = GetParam();
+  const auto [g, inputs, want] = layer_case(l);
 
   for (unsigned intra : {1u, 2u}) {
     SCOPED_TRACE(describe(l) + fmt::format(", {} threads", intra));
@@ -230,24 +259,18 @@ TEST_P(WinogradLayerTest, EveryCandidateWithinTheBound) {
         return c.kernel.rfind(expected, 0) == 0;
       })) << expected;
     }
-    ASSERT_LE(3 * candidates.size(), t.outputs.size());
-    for (std::size_t k = 0; k < candidates.size(); ++k) {
+    expect_candidates_within(t, want, [](const std::string& kernel) {
       // F(6x6, 3x3) and F(4x4, 5x5) share their 8x8 transforms; F(4, 7) has 10 points.
-      const bool eight = candidates[k].kernel.find("6x3") != std::string::npos ||
-                         candidates[k].kernel.find("4x5") != std::string::npos;
-      const bool ten = candidates[k].kernel.find("_1x7") != std::string::npos ||
-                       candidates[k].kernel.find("_7x1") != std::string::npos;
-      const bool nine = candidates[k].kernel.find("wino_7x3") != std::string::npos;
-      EXPECT_TRUE(within_bound(t.outputs[k], want,
-                               nine    ? winograd_9x9_error_bound
-                               : ten   ? winograd_1d_ten_point_error_bound
-                               : eight ? winograd_8x8_error_bound
-                                       : winograd_error_bound))
-          << candidates[k].kernel;
-    }
-    // The kept kernel's output is a candidate's, bit for bit.
-    EXPECT_TRUE(std::any_of(t.outputs.begin(), t.outputs.begin() + candidates.size(),
-                            [&](const auto& o) { return o == t.outputs.back(); }));
+      const bool eight =
+          kernel.find("6x3") != std::string::npos || kernel.find("4x5") != std::string::npos;
+      const bool ten =
+          kernel.find("_1x7") != std::string::npos || kernel.find("_7x1") != std::string::npos;
+      const bool nine = kernel.find("wino_7x3") != std::string::npos;
+      return nine    ? winograd_9x9_error_bound
+             : ten   ? winograd_1d_ten_point_error_bound
+             : eight ? winograd_8x8_error_bound
+                     : winograd_error_bound;
+    });
   }
 }
 
@@ -283,6 +306,71 @@ INSTANTIATE_TEST_SUITE_P(
                       Layer{3, 16, 7, 12, 64, {1, 0, 1, 2}, false, false, false, 3, 0, 2},
                       Layer{1, 16, 4, 4, 16, {1, 1, 1, 1}, true, false, true, 3, 0, 2}),
     [](const ::testing::TestParamInfo<Layer>& p) { return fmt::format("shape{}", p.index); });
+
+// tfpin's own 1x1 kernel (engine/src/ops/pointwise.cpp), a timed alternative beside oneDNN's:
+// every trial run's output within the rounding of a direct convolution. Output-channel counts
+// give the AVX-512 micro-kernel's full block (64) and its 1-3 vector tails, AVX2's blocks of 16;
+// batch 2 with 99 pixels an image puts rows of one call in two images; 512 input channels take
+// several passes over the channels (partial sums in the output, the residual added in the first
+// pass, the ReLU in the last); stride 2 reads every other pixel.
+constexpr double pointwise_error_bound = 1e-5;
+
+class PointwiseLayerTest : public ::testing::TestWithParam<Layer> {};
+
+TEST_P(PointwiseLayerTest, OwnKernelWithinTheBound) {
+  const Layer l = GetParam();
+  const auto [g, inputs, want] = layer_case(l);
+  for (unsigned intra : {1u, 2u}) {
+    SCOPED_TRACE(describe(l) + fmt::format(", {} threads", intra));
+    const Trials t = run_trials(g, inputs, intra, 3 * 2 + 2);
+    ASSERT_EQ(t.choices.size(), 1U) << "the convolution is a timed choice";
+    const auto& candidates = t.choices[0].candidates;
+    ASSERT_EQ(std::count_if(candidates.begin(), candidates.end(),
+                            [](const auto& c) { return c.kernel.rfind("tfpin_1x1", 0) == 0; }),
+              1)
+        << "tfpin's 1x1 kernel is not among the candidates";
+    expect_candidates_within(t, want, [](const std::string&) { return pointwise_error_bound; });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PointwiseLayerTest,
+    ::testing::Values(Layer{1, 16, 7, 7, 48, {0, 0, 0, 0}, true, false, true, 1},
+                      Layer{2, 32, 9, 11, 80, {0, 0, 0, 0}, true, true, true, 1},
+                      Layer{1, 64, 14, 14, 256, {0, 0, 0, 0}, false, true, false, 1},
+                      Layer{1, 128, 8, 8, 96, {0, 0, 0, 0}, true, false, false, 1},
+                      Layer{1, 512, 7, 7, 64, {0, 0, 0, 0}, true, true, true, 1},
+                      Layer{3, 48, 5, 3, 16, {0, 0, 0, 0}, false, false, true, 1},
+                      // stride 2: ResNet-50's downsampling layers, and odd sizes
+                      Layer{1, 32, 14, 14, 64, {0, 0, 0, 0}, true, true, true, 1, 0, 2},
+                      Layer{2, 16, 9, 9, 32, {0, 0, 0, 0}, false, false, true, 1, 0, 2}),
+    [](const ::testing::TestParamInfo<Layer>& p) { return fmt::format("shape{}", p.index); });
+
+// A ReLU between the convolution and a residual add: the add is not fused into the convolution
+// (its operand is the ReLU's output), so the kernel runs conv + bias + ReLU and the add follows;
+// every trial run gives the ReLU's output plus the residual.
+TEST(Pointwise, ReluBeforeTheResidualAdd) {
+  const Layer l{1, 32, 6, 6, 32, {0, 0, 0, 0}, true, false, false, 1};
+  const auto x = random_vector(32 * 36, 1);
+  const auto w = random_vector(32 * 32, 2, -0.5f, 0.5f);
+  const auto b = random_vector(32, 3);
+  const auto r = random_vector(32 * 36, 4);
+  Graph g;
+  const TensorId conv =
+      g.convolution(g.input("x", {1, 32, 6, 6}), g.constant("w", {32, 32, 1, 1}, w),
+                    g.constant("b", {32}, b), Conv2D{}, "conv");
+  g.output(g.add(g.relu(conv), g.input("residual", {1, 32, 6, 6})), "y");
+  Expected want = naive(l, 6, 6, x, w, b, r);
+  for (std::size_t i = 0; i < want.y.size(); ++i) {
+    want.y[i] = std::max(want.y[i], 0.0) + r[i];
+    want.magnitude[i] += std::abs(r[i]);
+  }
+  const Trials t = run_trials(g, {{"x", x}, {"residual", r}}, 2, 8);
+  ASSERT_EQ(t.choices.size(), 1U);
+  EXPECT_TRUE(std::any_of(t.choices[0].candidates.begin(), t.choices[0].candidates.end(),
+                          [](const auto& c) { return c.kernel.rfind("tfpin_1x1", 0) == 0; }));
+  for (const auto& o : t.outputs) EXPECT_TRUE(within_bound(o, want, pointwise_error_bound));
+}
 
 TEST(Winograd, OfferedOnlyWhereItApplies) {
   auto layer = [](std::int64_t c, std::int64_t kernel, std::int64_t stride, std::int64_t groups,
@@ -392,11 +480,20 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
   // ResNet-50's 3, Inception's 4 (Mixed_6a, Mixed_7a; its first layer has 3 channels).
   const bool resnet = model == Model::resnet50;
   const Forced kernels[] = {
-      {"tfpin_wino_4x3", true, 3},         {"tfpin_wino_6x3", true, 3},
-      {"tfpin_wino_7x3", true, 3},         {"tfpin_wino_2x3", true, 3},
-      {"tfpin_wino_4x5", has_five, 1},     {"tfpin_wino_1x4_", inception, 17},
-      {"tfpin_wino_4x1_", inception, 17},  {"tfpin_wino_s2_4x3", resnet, 3},
-      {"tfpin_wino_s2_4x3", inception, 4}, {"tfpin_wino_s2_2x3", resnet || inception, 3},
+      {"tfpin_wino_4x3", true, 3},
+      {"tfpin_wino_6x3", true, 3},
+      {"tfpin_wino_7x3", true, 3},
+      {"tfpin_wino_2x3", true, 3},
+      {"tfpin_wino_4x5", has_five, 1},
+      {"tfpin_wino_1x4_", inception, 17},
+      {"tfpin_wino_4x1_", inception, 17},
+      {"tfpin_wino_s2_4x3", resnet, 3},
+      {"tfpin_wino_s2_4x3", inception, 4},
+      {"tfpin_wino_s2_2x3", resnet || inception, 3},
+      // tfpin's 1x1 kernel: ResNet-50's 36 1x1 layers (residual sums, stride 2), GoogLeNet's
+      // at batch 2 (no sibling merging).
+      {"tfpin_1x1", resnet, 36},
+      {"tfpin_1x1", model == Model::googlenet, 30},
   };
   for (const auto& [tile, applies, min_layers] : kernels) {
     if (!applies) continue;
@@ -412,7 +509,7 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
     }
     EXPECT_GE(layers, min_layers) << forced.description;
     // (plus oneDNN's Winograd where tfpin's does not apply: VGG16's first layer, 3 channels)
-    EXPECT_GE(forced.report.winograd_convolutions, layers);
+    if (std::string(tile) != "tfpin_1x1") EXPECT_GE(forced.report.winograd_convolutions, layers);
     const std::vector<float>& q = forced.outputs.at("probabilities");
     EXPECT_TRUE(close(q, p, 2e-3, 2e-4)) << layers << " layers on " << tile;
     EXPECT_NE(q, p);

@@ -3,6 +3,7 @@
 #include "../schedule.hpp"
 #include "channels_last.hpp"
 #include "common.hpp"
+#include "pointwise.hpp"
 #include "pointwise_siblings.hpp"
 #include "winograd.hpp"
 
@@ -258,7 +259,13 @@ static void lower_convolution(Lowering& l, int node) {
                               std::string(pd.impl_info_str()).find("wino") != std::string::npos;
   const bool channels_last =
       !winograd_layer && add_channels_last_alternative(l, node, step, pd, window, attr, w_user);
-  if (!timed.empty() || own_winograd || channels_last) ++l.report.timed_choices;
+  // tfpin's own 1x1 kernel (constant weights: inference).
+  const auto& w_data = value_of(l.ir, n.inputs[1]).data;
+  const bool own_pointwise =
+      wd[2] == 1 && wd[3] == 1 && w_data != nullptr &&
+      add_pointwise_alternative(l, n, n.name, step, *w_data, has_bias, pd.src_desc(),
+                                pd.dst_desc());
+  if (!timed.empty() || own_winograd || channels_last || own_pointwise) ++l.report.timed_choices;
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1] * od[2] * od[3]) *

@@ -4,30 +4,14 @@
 //
 // Nothing here may use an inline function or template from a header: the linker keeps one copy of
 // each, and the AVX-512 build's could then run on an AVX2 machine. Everything is our own, in an
-// unnamed namespace, except the two entry points.
+// unnamed namespace (vector_isa.hpp's too), except the two entry points.
 #include "winograd_kernels.hpp"
-
-#ifndef TFPIN_WINOGRAD_FLOATS
-#error "build with TFPIN_WINOGRAD_FLOATS=8 (AVX2) or 16 (AVX-512)"
-#endif
+#include "vector_isa.hpp"
 
 namespace tfpin::engine::detail {
 namespace {
 
-constexpr int floats = TFPIN_WINOGRAD_FLOATS;
-#if TFPIN_WINOGRAD_FLOATS == 16
-constexpr int block_vectors = 4;  // 6 x 4 accumulators of 32 zmm registers
-#else
-constexpr int block_vectors = 2;  // 6 x 2 accumulators of 16 ymm registers
-#endif
 constexpr int rows = winograd_tile_rows;
-
-// Unaligned and allowed to alias float (the buffers are floats).
-typedef float vec __attribute__((vector_size(floats * 4), aligned(4), may_alias));
-
-inline vec load(const float* p) { return *reinterpret_cast<const vec*>(p); }
-inline void store(float* p, vec x) { *reinterpret_cast<vec*>(p) = x; }
-inline vec splat(float x) { return x - vec{}; }  // x - 0 is x (x + 0 is not, for -0)
 
 // y = M x (or M^T x) for a constant matrix of the transforms (a static constexpr member): once
 // unrolled, its zeros and ones fold away.

@@ -111,6 +111,9 @@ struct CompileOptions {
   // oneDNN's brgemm kernel on channels-last copies of its input and output, where oneDNN has one
   // (2.6: AVX-512) and the layer has enough FLOPs per copied byte.
   bool channels_last = true;
+  // Inference: 1x1 convolutions also time tfpin's own kernel (AVX2, AVX-512) on the blocked
+  // layouts around them, kept where faster than oneDNN's.
+  bool own_pointwise = true;
   bool trace = false;  // record one event per step and run (see Runtime::trace)
   // Planned activations + weights + scratchpads above this fail with out_of_memory.
   // Unset: the machine's physical memory.

@@ -1,0 +1,190 @@
+// The vectorised part of tfpin's 1x1 convolution (pointwise_kernels.hpp). One source for every
+// ISA: meson builds it once per vector width (TFPIN_WINOGRAD_FLOATS 8 with -mavx2 -mfma, 16 with
+// -mavx512f), with GCC's vector extensions for the arithmetic.
+//
+// Nothing here may use an inline function or template from a header: the linker keeps one copy of
+// each, and the AVX-512 build's could then run on an AVX2 machine. Everything is our own, in an
+// unnamed namespace (vector_isa.hpp's too), except the entry points.
+#include "pointwise_kernels.hpp"
+
+#include "vector_isa.hpp"
+
+namespace tfpin::engine::detail {
+namespace {
+
+constexpr int rows = 6;  // output pixels per micro-kernel call
+
+// height output pixels x (vectors * floats) output channels: the sum over input channels
+// [c_begin, c_begin + c_blocks * floats) of a pixel's channel (broadcast) times a row of the packed
+// weights (vectors). Pixel r's channel block cb starts at a[r] + cb * a_block_stride (the
+// nChw{V}c plane of block cb); the weights' row c at b + c * width; output vector k of pixel r at
+// c[r] + k * c_vector_stride. The first pass over the input channels starts from the bias (and
+// the residual, a leading sum op), later ones from the partial sums in dst; the last applies the
+// ReLU. While it runs it asks for its share of `next` (rows first_row, first_row + every, ... of
+// the next block of weights, next_width wide) to be brought into L2.
+template <int vectors, int height>
+void pixel_rows(const float* const (&a)[rows], std::int64_t a_block_stride, std::int64_t c_blocks,
+                const float* b, std::int64_t width, float* const (&c)[rows],
+                std::int64_t c_vector_stride, const float* bias, bool first_pass, bool last_pass,
+                bool residual, bool relu, const float* next, std::int64_t next_width, int first_row,
+                int every) {
+  vec acc[height][vectors];
+#pragma GCC unroll 8
+  for (int k = 0; k < vectors; ++k) {
+    const vec shift = first_pass && bias != nullptr ? load(bias + k * floats) : vec{};
+#pragma GCC unroll 8
+    for (int r = 0; r < height; ++r) {
+      const float* out = c[r] + k * c_vector_stride;
+      acc[r][k] = first_pass ? (residual ? shift + load(out) : shift) : load(out);
+    }
+  }
+  constexpr int line_floats = 64 / sizeof(float);
+  const std::int64_t next_lines = next != nullptr ? floats * next_width / line_floats : 0;
+  for (std::int64_t cb = 0; cb < c_blocks; ++cb) {
+    const std::int64_t offset = cb * a_block_stride;
+    const float* block = b + cb * floats * width;
+    for (std::int64_t line = first_row; line < next_lines; line += every) {
+      __builtin_prefetch(next + (cb * floats * next_width) + line * line_floats, 0, 2);
+    }
+#pragma GCC unroll 16
+    for (int s = 0; s < floats; ++s) {
+      vec w[vectors];
+#pragma GCC unroll 8
+      for (int k = 0; k < vectors; ++k) w[k] = load(block + s * width + k * floats);
+#pragma GCC unroll 8
+      for (int r = 0; r < height; ++r) {
+        const vec x = splat(a[r][offset + s]);
+#pragma GCC unroll 8
+        for (int k = 0; k < vectors; ++k) acc[r][k] += x * w[k];
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int k = 0; k < vectors; ++k) {
+#pragma GCC unroll 8
+    for (int r = 0; r < height; ++r) {
+      vec y = acc[r][k];
+      if (last_pass && relu) y = y > vec{} ? y : vec{};
+      store(c[r] + k * c_vector_stride, y);
+    }
+  }
+}
+
+// Input channels per pass: a pass's block of weights (pass x width floats) stays in L1 while
+// every pixel of the chunk goes past it (24 KiB: Zen 4 has 32 KiB of L1 data, Zen 5 48).
+constexpr std::int64_t pass_bytes = 24 << 10;
+
+// One block of output channels (vectors wide, starting at k0) for pixels [first, end), input
+// channels [c_begin, c_end); next: the weights of the block after it (or null).
+template <int vectors>
+void channel_block(const PointwiseLayer& l, const float* src, const float* packed,
+                   const WinogradOutputOps& ops, std::int64_t first, std::int64_t end,
+                   std::int64_t k0, std::int64_t c_begin, std::int64_t c_end, const float* next,
+                   std::int64_t next_width, float* dst) {
+  const std::int64_t c_total = l.in_channels;
+  const std::int64_t in_plane = l.height * l.width * floats;
+  const std::int64_t out_pixels = l.out_height * l.out_width;
+  const std::int64_t out_plane = out_pixels * floats;
+  const std::int64_t in_image = c_total * l.height * l.width;
+  const std::int64_t out_image = l.out_channels * out_pixels;
+  const std::int64_t width = vectors * floats;
+  const float* b = packed + k0 * c_total + c_begin * width;
+  const float* bias = ops.bias != nullptr ? ops.bias + k0 : nullptr;
+  const std::int64_t c_blocks = (c_end - c_begin) / floats;
+  const bool residual = ops.count > 0 && ops.ops[0] == WinogradPostOp::sum;
+  const bool relu = ops.count > (residual ? 1 : 0);
+  const bool first_pass = c_begin == 0;
+  const bool last_pass = c_end == c_total;
+  const float* next_part = next != nullptr ? next + c_begin * next_width : nullptr;
+  const int calls = static_cast<int>((end - first + rows - 1) / rows);
+  for (std::int64_t p = first; p < end; p += rows) {
+    const int count = end - p < rows ? static_cast<int>(end - p) : rows;
+    const float* a[rows];
+    float* c[rows];
+    for (int r = 0; r < rows; ++r) {
+      const std::int64_t pixel = p + (r < count ? r : 0);
+      const std::int64_t image = pixel / out_pixels;
+      const std::int64_t at = pixel % out_pixels;
+      const std::int64_t y = at / l.out_width;
+      const std::int64_t x = at % l.out_width;
+      a[r] = src + image * in_image + (y * l.stride_h * l.width + x * l.stride_w) * floats +
+             (c_begin / floats) * in_plane;
+      c[r] = dst + image * out_image + (k0 / floats) * out_plane + at * floats;
+    }
+    const int call = static_cast<int>((p - first) / rows);
+    auto rows_of = [&]<int height>() {
+      pixel_rows<vectors, height>(a, in_plane, c_blocks, b, width, c, out_plane, bias, first_pass,
+                                  last_pass, residual, relu, next_part, next_width, call, calls);
+    };
+    switch (count) {
+      case 1:
+        rows_of.template operator()<1>();
+        break;
+      case 2:
+        rows_of.template operator()<2>();
+        break;
+      case 3:
+        rows_of.template operator()<3>();
+        break;
+      case 4:
+        rows_of.template operator()<4>();
+        break;
+      case 5:
+        rows_of.template operator()<5>();
+        break;
+      default:
+        rows_of.template operator()<rows>();
+        break;
+    }
+  }
+}
+
+void run(const PointwiseLayer& l, const float* src, const float* packed,
+         const WinogradOutputOps& ops, std::int64_t first, std::int64_t end, std::int64_t k_begin,
+         std::int64_t k_end, float* dst) {
+  const std::int64_t full = block_vectors * floats;
+  const std::int64_t c_total = l.in_channels;
+  for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
+    const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
+    const std::int64_t next_k = k0 + width;
+    const float* next = next_k < k_end ? packed + next_k * c_total : nullptr;
+    const std::int64_t next_width = k_end - next_k < full ? k_end - next_k : full;
+    std::int64_t pass = pass_bytes / (width * 4) / floats * floats;
+    if (pass < floats) pass = floats;
+    for (std::int64_t c_begin = 0; c_begin < c_total; c_begin += pass) {
+      const std::int64_t c_end = c_total - c_begin < pass ? c_total : c_begin + pass;
+      switch (width / floats) {
+        case 1:
+          channel_block<1>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_width,
+                           dst);
+          break;
+#if TFPIN_WINOGRAD_FLOATS == 16
+        case 2:
+          channel_block<2>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_width,
+                           dst);
+          break;
+        case 3:
+          channel_block<3>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_width,
+                           dst);
+          break;
+#endif
+        default:
+          channel_block<block_vectors>(l, src, packed, ops, first, end, k0, c_begin, c_end, next,
+                                       next_width, dst);
+          break;
+      }
+    }
+  }
+}
+
+constexpr PointwiseKernels table{floats, block_vectors, run};
+
+}  // namespace
+
+#if TFPIN_WINOGRAD_FLOATS == 16
+const PointwiseKernels* pointwise_kernels_avx512() { return &table; }
+#else
+const PointwiseKernels* pointwise_kernels_avx2() { return &table; }
+#endif
+
+}  // namespace tfpin::engine::detail
