@@ -491,9 +491,10 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
       {"tfpin_wino_s2_4x3", inception, 4},
       {"tfpin_wino_s2_2x3", resnet || inception, 3},
       // tfpin's 1x1 kernel: ResNet-50's 36 1x1 layers (residual sums, stride 2), GoogLeNet's
-      // at batch 2 (no sibling merging).
+      // at batch 2 (no sibling merging), Inception v3's at batch 1 (merged siblings too).
       {"tfpin_1x1", resnet, 36},
       {"tfpin_1x1", model == Model::googlenet, 30},
+      {"tfpin_1x1", inception, 20},
   };
   for (const auto& [tile, applies, min_layers] : kernels) {
     if (!applies) continue;

@@ -97,19 +97,42 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
   const bool last_pass = c_end == c_total;
   const float* next_part = next != nullptr ? next + c_begin * next_width : nullptr;
   const int calls = static_cast<int>((end - first + rows - 1) / rows);
+  // Where pixel `first` is, then advanced pixel by pixel (no division per call).
+  std::int64_t image = first / out_pixels;
+  std::int64_t y = first % out_pixels / l.out_width;
+  std::int64_t x = first % out_pixels % l.out_width;
+  const float* a_row = src + image * in_image + (c_begin / floats) * in_plane +
+                       (y * l.stride_h * l.width + x * l.stride_w) * floats;
+  float* c_row =
+      dst + image * out_image + (k0 / floats) * out_plane + (y * l.out_width + x) * floats;
+  const std::int64_t a_step = l.stride_w * floats;
+  // From past a row's last pixel to the next row's first, and from past an image's last row.
+  const std::int64_t a_row_skip = (l.stride_h * l.width - l.out_width * l.stride_w) * floats;
+  const std::int64_t a_image_skip = in_image - l.out_height * l.stride_h * l.width * floats;
+  const std::int64_t c_image_skip = out_image - out_plane;
   for (std::int64_t p = first; p < end; p += rows) {
     const int count = end - p < rows ? static_cast<int>(end - p) : rows;
     const float* a[rows];
     float* c[rows];
     for (int r = 0; r < rows; ++r) {
-      const std::int64_t pixel = p + (r < count ? r : 0);
-      const std::int64_t image = pixel / out_pixels;
-      const std::int64_t at = pixel % out_pixels;
-      const std::int64_t y = at / l.out_width;
-      const std::int64_t x = at % l.out_width;
-      a[r] = src + image * in_image + (y * l.stride_h * l.width + x * l.stride_w) * floats +
-             (c_begin / floats) * in_plane;
-      c[r] = dst + image * out_image + (k0 / floats) * out_plane + at * floats;
+      if (r >= count) {  // (not read: the call takes `count` rows)
+        a[r] = a[0];
+        c[r] = c[0];
+        continue;
+      }
+      a[r] = a_row;
+      c[r] = c_row;
+      a_row += a_step;
+      c_row += floats;
+      if (++x == l.out_width) {
+        x = 0;
+        a_row += a_row_skip;
+        if (++y == l.out_height) {
+          y = 0;
+          a_row += a_image_skip;
+          c_row += c_image_skip;
+        }
+      }
     }
     const int call = static_cast<int>((p - first) / rows);
     auto rows_of = [&]<int height>() {

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common.hpp"
+#include "pointwise.hpp"
 
 namespace tfpin::engine::detail {
 
@@ -67,10 +68,9 @@ std::vector<std::vector<int>> pointwise_sibling_groups(const Ir& ir, const std::
     }
     if (members.size() < 2) continue;
     // The first in `order` among them leads: it is lowered before any member's consumer.
-    const int leader =
-        *std::find_if(nodes.begin(), nodes.end(), [&](int node) {
-          return std::find(members.begin(), members.end(), node) != members.end();
-        });
+    const int leader = *std::find_if(nodes.begin(), nodes.end(), [&](int node) {
+      return std::find(members.begin(), members.end(), node) != members.end();
+    });
     groups[static_cast<std::size_t>(leader)] = std::move(members);
   }
   return groups;
@@ -145,15 +145,19 @@ bool lower_pointwise_siblings(Lowering& l, int node) {
   step.op = l.op_label(first);
   step.primitive = dnnl::convolution_forward(pd);
   step.args.push_back(Arg::in(DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc()));
-  step.args.push_back(
-      Arg::in(DNNL_ARG_WEIGHTS,
-              l.constant_values(weights, w_user, pd.weights_desc(), name + ":weights"),
-              pd.weights_desc()));
+  step.args.push_back(Arg::in(
+      DNNL_ARG_WEIGHTS, l.constant_values(weights, w_user, pd.weights_desc(), name + ":weights"),
+      pd.weights_desc()));
   step.args.push_back(Arg::in(DNNL_ARG_BIAS,
                               l.constant_values(bias, b_md, pd.bias_desc(), name + ":bias"),
                               pd.bias_desc()));
   const int dst = l.new_arena_buffer(pd.dst_desc(), name);
   step.args.push_back(Arg::out(DNNL_ARG_DST, dst, pd.dst_desc()));
+  // tfpin's own 1x1 kernel beside oneDNN's, on the joined weights.
+  if (add_pointwise_alternative(l, first, name, step, weights, true, pd.src_desc(),
+                                pd.dst_desc())) {
+    ++l.report.timed_choices;
+  }
   l.add_step(std::move(step), pd);
 
   offset = 0;
