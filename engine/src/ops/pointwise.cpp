@@ -74,13 +74,17 @@ struct PointwiseConvolution {
 
 // The chunk and the output-channel parts that give the busiest thread the least work, with items
 // handed out as run() does (equal runs of consecutive items). A thread's work, in micro-kernel
-// rows times output blocks: per item, its pixels rounded up to whole calls, plus a quarter of a
+// calls times output vectors: per item, its pixels rounded up to whole calls, plus a quarter of a
 // call's worth per block for streaming the block's weights. Chunks at most chunk_bytes of input;
 // among plans within 1% of the best, the largest chunk, then the fewest parts. At batch 1 a 7x7
 // layer has 49 pixels, 9 calls: split in output channels both threads work to the end.
 void plan(PointwiseConvolution& conv) {
   const std::int64_t threads = conv.threads;
   const std::int64_t blocks = conv.channel_blocks();
+  const std::int64_t vector = conv.kernels->vector_floats;
+  const std::int64_t block_vectors = conv.kernels->max_block_vectors;
+  const std::int64_t full = vector * block_vectors;
+  const std::int64_t k_total = conv.layer.out_channels;
   const std::int64_t fitting = std::max<std::int64_t>(
       rows, chunk_bytes / (conv.layer.in_channels * std::int64_t{sizeof(float)}) / rows * rows);
   const std::int64_t largest = std::min(fitting, (conv.pixels + rows - 1) / rows * rows);
@@ -93,8 +97,12 @@ void plan(PointwiseConvolution& conv) {
         const std::int64_t pixels = std::min(chunk, conv.pixels - item / parts * chunk);
         const std::int64_t part = item % parts;
         const std::int64_t part_blocks = blocks * (part + 1) / parts - blocks * part / parts;
-        work += static_cast<double>(((pixels + rows - 1) / rows) * part_blocks) +
-                0.25 * static_cast<double>(part_blocks);
+        // (A narrower last block is fewer vectors: K = 80 with AVX-512 is 4 + 1.)
+        const std::int64_t part_vectors = (std::min(k_total, blocks * (part + 1) / parts * full) -
+                                           std::min(k_total, blocks * part / parts * full)) /
+                                          vector;
+        work += static_cast<double>(((pixels + rows - 1) / rows) * part_vectors) +
+                0.25 * static_cast<double>(part_blocks * block_vectors);
       }
       worst = std::max(worst, work);
     }

@@ -97,14 +97,15 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
   const bool last_pass = c_end == c_total;
   const float* next_part = next != nullptr ? next + c_begin * next_width : nullptr;
   const int calls = static_cast<int>((end - first + rows - 1) / rows);
-  // Where pixel `first` is, then advanced pixel by pixel (no division per call).
+  // Where pixel `first` is, then advanced pixel by pixel (no division per call). Offsets, not
+  // pointers: past the last pixel they may point beyond the buffers.
   std::int64_t image = first / out_pixels;
   std::int64_t y = first % out_pixels / l.out_width;
   std::int64_t x = first % out_pixels % l.out_width;
-  const float* a_row = src + image * in_image + (c_begin / floats) * in_plane +
-                       (y * l.stride_h * l.width + x * l.stride_w) * floats;
-  float* c_row =
-      dst + image * out_image + (k0 / floats) * out_plane + (y * l.out_width + x) * floats;
+  const float* a_base = src + (c_begin / floats) * in_plane;
+  float* c_base = dst + (k0 / floats) * out_plane;
+  std::int64_t a_at = image * in_image + (y * l.stride_h * l.width + x * l.stride_w) * floats;
+  std::int64_t c_at = image * out_image + (y * l.out_width + x) * floats;
   const std::int64_t a_step = l.stride_w * floats;
   // From past a row's last pixel to the next row's first, and from past an image's last row.
   const std::int64_t a_row_skip = (l.stride_h * l.width - l.out_width * l.stride_w) * floats;
@@ -120,17 +121,17 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
         c[r] = c[0];
         continue;
       }
-      a[r] = a_row;
-      c[r] = c_row;
-      a_row += a_step;
-      c_row += floats;
+      a[r] = a_base + a_at;
+      c[r] = c_base + c_at;
+      a_at += a_step;
+      c_at += floats;
       if (++x == l.out_width) {
         x = 0;
-        a_row += a_row_skip;
+        a_at += a_row_skip;
         if (++y == l.out_height) {
           y = 0;
-          a_row += a_image_skip;
-          c_row += c_image_skip;
+          a_at += a_image_skip;
+          c_at += c_image_skip;
         }
       }
     }
