@@ -41,16 +41,19 @@ struct PointwiseConvolution {
   std::int64_t chunks = 0;
   std::int64_t k_parts = 1;  // output-channel parts per chunk
 
-  [[nodiscard]] std::int64_t channel_blocks() const {
-    const std::int64_t full = std::int64_t{kernels->max_block_vectors} * kernels->vector_floats;
-    return (layer.out_channels + full - 1) / full;
+  // Output channels per micro-kernel block, and the blocks of the layer.
+  [[nodiscard]] std::int64_t block_width() const {
+    return std::int64_t{kernels->max_block_vectors} * kernels->vector_floats;
   }
-  // Output channels [begin, end) of part `part`, on whole blocks of the micro-kernel.
-  [[nodiscard]] std::pair<std::int64_t, std::int64_t> channels(std::int64_t part) const {
-    const std::int64_t full = std::int64_t{kernels->max_block_vectors} * kernels->vector_floats;
+  [[nodiscard]] std::int64_t channel_blocks() const {
+    return (layer.out_channels + block_width() - 1) / block_width();
+  }
+  // Output channels [begin, end) of part `part` of `parts`, on whole blocks of the micro-kernel.
+  [[nodiscard]] std::pair<std::int64_t, std::int64_t> channels(std::int64_t part,
+                                                               std::int64_t parts) const {
     const std::int64_t blocks = channel_blocks();
-    return {std::min(layer.out_channels, blocks * part / k_parts * full),
-            std::min(layer.out_channels, blocks * (part + 1) / k_parts * full)};
+    return {std::min(layer.out_channels, blocks * part / parts * block_width()),
+            std::min(layer.out_channels, blocks * (part + 1) / parts * block_width())};
   }
 
   void run(const float* src, const float* packed, const float* bias, float* dst) const {
@@ -63,7 +66,7 @@ struct PointwiseConvolution {
       const auto team = static_cast<std::int64_t>(omp_get_num_threads());
       for (std::int64_t item = items * thread / team; item < items * (thread + 1) / team; ++item) {
         const std::int64_t first = item / k_parts * chunk;
-        const auto [k_begin, k_end] = channels(item % k_parts);
+        const auto [k_begin, k_end] = channels(item % k_parts, k_parts);
         if (k_begin == k_end) continue;
         kernels->run(layer, src, packed, with_bias, first, std::min(pixels, first + chunk), k_begin,
                      k_end, dst);
@@ -82,9 +85,6 @@ void plan(PointwiseConvolution& conv) {
   const std::int64_t threads = conv.threads;
   const std::int64_t blocks = conv.channel_blocks();
   const std::int64_t vector = conv.kernels->vector_floats;
-  const std::int64_t block_vectors = conv.kernels->max_block_vectors;
-  const std::int64_t full = vector * block_vectors;
-  const std::int64_t k_total = conv.layer.out_channels;
   const std::int64_t fitting = std::max<std::int64_t>(
       rows, chunk_bytes / (conv.layer.in_channels * std::int64_t{sizeof(float)}) / rows * rows);
   const std::int64_t largest = std::min(fitting, (conv.pixels + rows - 1) / rows * rows);
@@ -98,11 +98,9 @@ void plan(PointwiseConvolution& conv) {
         const std::int64_t part = item % parts;
         const std::int64_t part_blocks = blocks * (part + 1) / parts - blocks * part / parts;
         // (A narrower last block is fewer vectors: K = 80 with AVX-512 is 4 + 1.)
-        const std::int64_t part_vectors = (std::min(k_total, blocks * (part + 1) / parts * full) -
-                                           std::min(k_total, blocks * part / parts * full)) /
-                                          vector;
-        work += static_cast<double>(((pixels + rows - 1) / rows) * part_vectors) +
-                0.25 * static_cast<double>(part_blocks * block_vectors);
+        const auto [k_begin, k_end] = conv.channels(part, parts);
+        work += static_cast<double>(((pixels + rows - 1) / rows) * ((k_end - k_begin) / vector)) +
+                0.25 * static_cast<double>(part_blocks * conv.kernels->max_block_vectors);
       }
       worst = std::max(worst, work);
     }
@@ -187,13 +185,12 @@ bool add_pointwise_alternative(Lowering& l, const Node& n, const std::string& na
   conv->pixels = out[0] * out[2] * out[3];
   plan(*conv);
 
-  const std::int64_t full = std::int64_t{kernels->max_block_vectors} * kernels->vector_floats;
   const md_t packed_md({out[1] * in[1]}, dnnl::memory::data_type::f32, tag::x);
   Alternative alt;
   alt.args = step.args;
   alt.args[1] = Arg::in(DNNL_ARG_WEIGHTS,
-                        l.constant_values(pack_weights(oihw, out[1], in[1], full), packed_md,
-                                          packed_md, name + ":tfpin_1x1_weights"),
+                        l.constant_values(pack_weights(oihw, out[1], in[1], conv->block_width()),
+                                          packed_md, packed_md, name + ":tfpin_1x1_weights"),
                         packed_md);
   alt.impl = fmt::format("{}:{}", pointwise_prefix, block == 16 ? "avx512" : "avx2");
   alt.kernel = [conv](const KernelCall& call) {

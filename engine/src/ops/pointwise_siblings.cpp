@@ -68,9 +68,10 @@ std::vector<std::vector<int>> pointwise_sibling_groups(const Ir& ir, const std::
     }
     if (members.size() < 2) continue;
     // The first in `order` among them leads: it is lowered before any member's consumer.
-    const int leader = *std::find_if(nodes.begin(), nodes.end(), [&](int node) {
-      return std::find(members.begin(), members.end(), node) != members.end();
-    });
+    const int leader =
+        *std::find_if(nodes.begin(), nodes.end(), [&](int node) {
+          return std::find(members.begin(), members.end(), node) != members.end();
+        });
     groups[static_cast<std::size_t>(leader)] = std::move(members);
   }
   return groups;
@@ -145,9 +146,10 @@ bool lower_pointwise_siblings(Lowering& l, int node) {
   step.op = l.op_label(first);
   step.primitive = dnnl::convolution_forward(pd);
   step.args.push_back(Arg::in(DNNL_ARG_SRC, l.read_as(x, pd.src_desc()), pd.src_desc()));
-  step.args.push_back(Arg::in(
-      DNNL_ARG_WEIGHTS, l.constant_values(weights, w_user, pd.weights_desc(), name + ":weights"),
-      pd.weights_desc()));
+  step.args.push_back(
+      Arg::in(DNNL_ARG_WEIGHTS,
+              l.constant_values(weights, w_user, pd.weights_desc(), name + ":weights"),
+              pd.weights_desc()));
   step.args.push_back(Arg::in(DNNL_ARG_BIAS,
                               l.constant_values(bias, b_md, pd.bias_desc(), name + ":bias"),
                               pd.bias_desc()));
