@@ -76,6 +76,16 @@ const WinogradKernels* kernels_stride2_for(std::int64_t block, int tile) {
   return nullptr;
 }
 
+const WinogradKernels* kernels_stride2_transposed_for(std::int64_t block, int tile) {
+  if (block == 16 && __builtin_cpu_supports("avx512f")) {
+    return winograd_stride2_transposed_kernels_avx512(tile);
+  }
+  if (block == 8 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    return winograd_stride2_transposed_kernels_avx2(tile);
+  }
+  return nullptr;
+}
+
 // The tile sizes tfpin has for a kernel size: all timed for 3x3 (F(6x6) does 1.8 multiplications
 // per output where F(4x4) does 2.25, with more transform work and rounding, and more tiles past
 // the image's edge on small images; in inference F(2x2) too, 4 per output but with weights
@@ -113,7 +123,9 @@ OwnWinogradKernel own_winograd_kernel(const Ir& ir, int node) {
 }
 
 int positions_of(const WinogradKernels& k) {
-  if (k.shape == WinogradShape::stride2) return (2 * k.tile + 1) * (2 * k.tile + 1);
+  if (k.shape == WinogradShape::stride2 || k.shape == WinogradShape::stride2_transposed) {
+    return (2 * k.tile + 1) * (2 * k.tile + 1);
+  }
   const int alpha = k.tile + k.kernel_size - 1;
   return k.shape == WinogradShape::square ? alpha * alpha : alpha;
 }
@@ -371,6 +383,17 @@ WeightMatrix stride2_weight_matrix() {
   return g;
 }
 
+// Stride 2's data gradient's G (WinogradStride2Transposed).
+template <int tile>
+WeightMatrix stride2_transposed_weight_matrix() {
+  static constexpr WinogradStride2Transposed<tile> matrices =
+      make_winograd_stride2_transposed<tile>();
+  WeightMatrix g{};
+  for (std::size_t i = 0; i < WinogradStride2Transposed<tile>::points; ++i)
+    std::copy(matrices.g[i], matrices.g[i] + 3, g[i].begin());
+  return g;
+}
+
 // G g for a one-dimensional F(tile, r) (1 x r or r x 1 kernels: r taps in a row of oihw either
 // way), in U's layout.
 template <int tile, int r>
@@ -403,6 +426,12 @@ std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_
         oihw, k_total, c_total, block_width,
         kernels.tile == 4 ? stride2_weight_matrix<4>() : stride2_weight_matrix<2>(),
         2 * kernels.tile + 1, 3);
+  }
+  if (kernels.shape == WinogradShape::stride2_transposed) {
+    return transform_weights(oihw, k_total, c_total, block_width,
+                             kernels.tile == 4 ? stride2_transposed_weight_matrix<4>()
+                                               : stride2_transposed_weight_matrix<2>(),
+                             2 * kernels.tile + 1, 3);
   }
   if (kernels.shape == WinogradShape::square) {
     return transform_weights(oihw, k_total, c_total, block_width,
@@ -483,6 +512,11 @@ void plan(Kernel& k, const Lowering& l, const WinogradLayer& shape, const Winogr
   const bool columns_tiled = kernels->shape != WinogradShape::column;
   k.layer.tiles_high = rows_tiled ? (shape.out_height + tile - 1) / tile : shape.out_height;
   k.layer.tiles_wide = columns_tiled ? (shape.out_width + tile - 1) / tile : shape.out_width;
+  if (kernels->shape == WinogradShape::stride2_transposed) {
+    // 2m x 2m tiles from the forward's padding on (the even samples of the padded input first).
+    k.layer.tiles_high = (shape.out_height + shape.pad_top + 2 * tile - 1) / (2 * tile);
+    k.layer.tiles_wide = (shape.out_width + shape.pad_left + 2 * tile - 1) / (2 * tile);
+  }
   k.kernels = kernels;
   k.has_bias = has_bias;
   k.threads = std::max(1u, l.step_threads);
@@ -555,7 +589,8 @@ void balance_work(WinogradConvolution& conv, std::int64_t cached_tile_block) {
 }
 
 // The kernels' name in the compile report and for force_kernel: tfpin_wino_{tile}x{r} (square),
-// _1x{tile}_1x{r} (row), _{tile}x1_{r}x1 (column), _s2_{tile}x3 (stride 2), and the ISA.
+// _1x{tile}_1x{r} (row), _{tile}x1_{r}x1 (column), _s2_{tile}x3 (stride 2), _s2_{tile}x3_transposed
+// (its data gradient: forcing a stride-2 tile size forces both), and the ISA.
 std::string impl_name(const WinogradKernels& kernels) {
   const char* isa = kernels.vector_floats == 16 ? "avx512" : "avx2";
   const int tile = kernels.tile;
@@ -569,6 +604,8 @@ std::string impl_name(const WinogradKernels& kernels) {
       return fmt::format("tfpin_wino_{}x1_{}x1:{}", tile, r, isa);
     case WinogradShape::stride2:
       return fmt::format("tfpin_wino_s2_{}x{}:{}", tile, r, isa);
+    case WinogradShape::stride2_transposed:
+      return fmt::format("tfpin_wino_s2_{}x{}_transposed:{}", tile, r, isa);
   }
   return fmt::format("tfpin_wino_{}x{}:{}", tile, r, isa);
 }
@@ -677,6 +714,9 @@ std::vector<const WinogradKernels*> candidates(std::int64_t block, int kernel_si
       break;
     case WinogradShape::stride2:
       for (int tile : {4, 2}) found.push_back(kernels_stride2_for(block, tile));
+      break;
+    case WinogradShape::stride2_transposed:
+      for (int tile : {4, 2}) found.push_back(kernels_stride2_transposed_for(block, tile));
       break;
   }
   std::erase(found, nullptr);
@@ -798,19 +838,29 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
                                             const md_t& diff_dst_md, const md_t& weights_md,
                                             const md_t& diff_src_md) {
   const auto w = winograd_node(l, node);
-  // (A stride-2 convolution's data gradient is a transposed convolution: oneDNN's alone.)
-  if (!w || w->shape == WinogradShape::stride2) return false;
+  if (!w) return false;
   const std::int64_t block = fitting_block(w->out, diff_dst_md, w->in, diff_src_md);
   if (block == 0) return false;
   auto offsets = separable_offsets(weights_md);
   if (!offsets) return false;
-  // dx = dy convolved with the kernel transposed (K and C swap) and flipped, padded by R - 1 - p
-  // along each dimension (R taps): dx[i] = sum over r of dy[i + p - r] w[r]
-  //                                      = sum over r' of dy[i - (R - 1 - p) + r'] w[R - 1 - r'].
-  // (1 x r and r x 1 kernels: R is 1 across the taps, where a padding p becomes -p, a crop.)
+  // The kernel transposed: K and C swap.
   WeightSource source;
   source.trained_offsets[0] = std::move((*offsets)[1]);
   source.trained_offsets[1] = std::move((*offsets)[0]);
+  if (w->shape == WinogradShape::stride2) {
+    // A transposed convolution (WinogradStride2Transposed): its transforms flip the taps and
+    // place the tiles by the forward's padding.
+    source.trained_offsets[2] = std::move((*offsets)[2]);
+    source.trained_offsets[3] = std::move((*offsets)[3]);
+    add_tiles(l, w->node.name + ":backward_data", step, block, 3, w->out, w->in,
+              w->conv.padding[0], w->conv.padding[1], {}, false, source,
+              WinogradShape::stride2_transposed);
+    return true;
+  }
+  // dx = dy convolved with the kernel transposed and flipped, padded by R - 1 - p along each
+  // dimension (R taps): dx[i] = sum over r of dy[i + p - r] w[r]
+  //                           = sum over r' of dy[i - (R - 1 - p) + r'] w[R - 1 - r'].
+  // (1 x r and r x 1 kernels: R is 1 across the taps, where a padding p becomes -p, a crop.)
   for (std::size_t d = 2; d < 4; ++d) {
     const auto& forward = (*offsets)[d];
     source.trained_offsets[d].assign(forward.rbegin(), forward.rend());

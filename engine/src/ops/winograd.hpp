@@ -1,7 +1,7 @@
 // tfpin's own Winograd F(2x2, 3x3), F(4x4, 3x3), F(6x6, 3x3), F(7x7, 3x3) and F(4x4, 5x5)
-// convolutions (winograd.cpp): timed alternatives of 3x3 and 5x5 stride-1 convolutions (inference;
-// training's forward and backward steps), for CPUs and oneDNN builds without oneDNN's Winograd
-// (AVX2; oneDNN 3.x on any ISA) and for training, where oneDNN has none.
+// convolutions (winograd.cpp): timed alternatives of 3x3 and 5x5 stride-1 convolutions, 1-D and
+// stride-2 ones (inference; training's forward and backward steps), for CPUs and oneDNN builds
+// without oneDNN's Winograd (AVX2; oneDNN 3.x on any ISA) and for training, where oneDNN has none.
 #pragma once
 
 #include "../lowering.hpp"
@@ -19,7 +19,8 @@ bool add_winograd_alternative(Lowering& l, int node, Step& step, const md_t& src
                               const md_t& weights_md, const md_t& dst_md);
 
 // The same for the convolution's backward data step (arguments: diff_dst, weights, diff_src):
-// a forward convolution of diff_dst by the kernel transposed and flipped.
+// a forward convolution of diff_dst by the kernel transposed and flipped (at stride 2, the
+// polyphase transposed convolution of WinogradStride2Transposed).
 bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
                                             const md_t& diff_dst_md, const md_t& weights_md,
                                             const md_t& diff_src_md);

@@ -293,8 +293,11 @@ void zero_tile(float* tile, std::int64_t channels, int positions, std::int64_t p
 }
 
 // The input transform of m x m output tiles whose alpha x alpha windows start `stride` times the
-// tile's place (T::input: one column or row of a window through B^T).
-template <int m, int alpha, int stride, typename T>
+// tile's place (T::input: one column or row of a window through B^T, window = alpha samples in,
+// alpha points out). A window smaller than alpha is stride 2's data gradient's
+// (WinogradStride2Transposed): m + 1 samples of dy from one before the tile's place, whatever
+// the padding (that of the forward, which places the output tiles).
+template <int m, int alpha, int stride, typename T, int window = alpha>
 void input_tiles(const WinogradLayer& l, const float* src, std::int64_t first, int count,
                  int padded, float* v) {
   const std::int64_t c_total = l.in_channels;
@@ -307,16 +310,17 @@ void input_tiles(const WinogradLayer& l, const float* src, std::int64_t first, i
       continue;
     }
     const TilePlace place = place_of<m>(l, first + t);
-    const std::int64_t y0 = stride * place.y - l.pad_top;
-    const std::int64_t x0 = stride * place.x - l.pad_left;
-    const bool inside = y0 >= 0 && x0 >= 0 && y0 + alpha <= l.height && x0 + alpha <= l.width;
+    constexpr bool transposed = window != alpha;
+    const std::int64_t y0 = transposed ? place.y - 1 : stride * place.y - l.pad_top;
+    const std::int64_t x0 = transposed ? place.x - 1 : stride * place.x - l.pad_left;
+    const bool inside = y0 >= 0 && x0 >= 0 && y0 + window <= l.height && x0 + window <= l.width;
     for (std::int64_t cb = 0; cb < blocks; ++cb) {
       const float* plane = src + (place.image * blocks + cb) * l.height * l.width * floats;
-      vec t1[alpha][alpha];  // t1[i][j] = (B^T d)[i][j], one column of d at a time
-      for (int j = 0; j < alpha; ++j) {
+      vec t1[alpha][window];  // t1[i][j] = (B^T d)[i][j], one column of d at a time
+      for (int j = 0; j < window; ++j) {
         const std::int64_t x = x0 + j;
-        vec column[alpha];
-        for (int i = 0; i < alpha; ++i) {
+        vec column[window];
+        for (int i = 0; i < window; ++i) {
           const std::int64_t y = y0 + i;
           column[i] = inside || (y >= 0 && y < l.height && x >= 0 && x < l.width)
                           ? load(plane + (y * l.width + x) * floats)
@@ -468,8 +472,9 @@ void multiply(const WinogradLayer& l, const float* v, const float* u, int padded
 }
 
 // The output transform of m x m output tiles from alpha x alpha product tiles, with bias and
-// post-ops (T::output: one column or row of a product tile through A^T).
-template <int m, int alpha, typename T>
+// post-ops (T::output: one column or row of a product tile through A^T). Stride 2's data
+// gradient's tiles are out_m = 2m wide, at twice the tile's place less the forward's padding.
+template <int m, int alpha, typename T, int out_m = m>
 void output_tiles(const WinogradLayer& l, const float* product, const WinogradOutputOps& ops,
                   std::int64_t first, int count, int padded, std::int64_t k_begin,
                   std::int64_t k_end, float* dst) {
@@ -478,29 +483,34 @@ void output_tiles(const WinogradLayer& l, const float* product, const WinogradOu
   const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
   for (int t = 0; t < count; ++t) {
     const TilePlace place = place_of<m>(l, first + t);
-    const int rows_here = l.out_height - place.y < m ? static_cast<int>(l.out_height - place.y) : m;
+    constexpr bool transposed = out_m != m;
+    const std::int64_t y0 = transposed ? 2 * place.y - l.pad_top : place.y;
+    const std::int64_t x0 = transposed ? 2 * place.x - l.pad_left : place.x;
+    const int first_row = y0 < 0 ? static_cast<int>(-y0) : 0;
+    const int first_column = x0 < 0 ? static_cast<int>(-x0) : 0;
+    const int rows_here = l.out_height - y0 < out_m ? static_cast<int>(l.out_height - y0) : out_m;
     const int columns_here =
-        l.out_width - place.x < m ? static_cast<int>(l.out_width - place.x) : m;
+        l.out_width - x0 < out_m ? static_cast<int>(l.out_width - x0) : out_m;
     const float* tile = product + static_cast<std::int64_t>(t) * k_total;
     for (std::int64_t k = k_begin; k < k_end; k += floats) {
-      vec s[m][alpha];  // s = A^T p
+      vec s[out_m][alpha];  // s = A^T p
       for (int j = 0; j < alpha; ++j) {
         vec column[alpha];
-        vec result[m];
+        vec result[out_m];
         for (int i = 0; i < alpha; ++i) {
           column[i] = load(tile + (i * alpha + j) * position_stride + k);
         }
         T::output(column, result);
-        for (int i = 0; i < m; ++i) s[i][j] = result[i];
+        for (int i = 0; i < out_m; ++i) s[i][j] = result[i];
       }
       const vec bias = ops.bias != nullptr ? load(ops.bias + k) : vec{};
       float* plane =
           dst + (place.image * blocks + k / floats) * l.out_height * l.out_width * floats;
-      for (int i = 0; i < rows_here; ++i) {
-        vec y[m];
+      for (int i = first_row; i < rows_here; ++i) {
+        vec y[out_m];
         T::output(s[i], y);  // (A^T p A)[i] = A^T s[i]^T
-        float* row = plane + ((place.y + i) * l.out_width + place.x) * floats;
-        for (int j = 0; j < columns_here; ++j) {
+        float* row = plane + ((y0 + i) * l.out_width + x0) * floats;
+        for (int j = first_column; j < columns_here; ++j) {
           vec out = y[j] + bias;
           for (int o = 0; o < ops.count; ++o) {
             if (ops.ops[o] == WinogradPostOp::sum) {
@@ -978,6 +988,34 @@ struct Stride2Kernels {
                                          weight_gradient_with<points, 3, Transform>};
 };
 
+// Stride 2's data gradient (WinogradStride2Transposed): tile t of an image is 2m x 2m of dx
+// from the (m + 1)^2 window of dy, one sample before m times its place; P = (2m + 1)^2. No
+// weight gradient's members: it is itself a backward step.
+template <int m>
+struct Stride2TransposedKernels {
+  static constexpr int points = 2 * m + 1;
+  static constexpr WinogradStride2Transposed<m> matrices = make_winograd_stride2_transposed<m>();
+
+  struct Transform {
+    static void input(const vec d[m + 1], vec r[points]) { constant_product(matrices.bt, d, r); }
+    static void output(const vec p[points], vec o[2 * m]) { constant_product(matrices.at, p, o); }
+    static void weight(const vec g[3], vec r[points]) { constant_product(matrices.g, g, r); }
+  };
+
+  static constexpr WinogradKernels table{floats,
+                                         block_vectors,
+                                         m,
+                                         3,
+                                         WinogradShape::stride2_transposed,
+                                         input_tiles<m, points, 1, Transform, m + 1>,
+                                         multiply<points * points>,
+                                         output_tiles<m, points, Transform, 2 * m>,
+                                         transform_weights_with<points, 3, Transform>,
+                                         nullptr,
+                                         nullptr,
+                                         nullptr};
+};
+
 }  // namespace
 
 #if TFPIN_WINOGRAD_FLOATS == 16
@@ -1005,6 +1043,16 @@ const WinogradKernels* winograd_stride2_kernels_avx2(int tile) {
 #endif
   if (tile == 4) return &Stride2Kernels<4>::table;
   if (tile == 2) return &Stride2Kernels<2>::table;
+  return nullptr;
+}
+
+#if TFPIN_WINOGRAD_FLOATS == 16
+const WinogradKernels* winograd_stride2_transposed_kernels_avx512(int tile) {
+#else
+const WinogradKernels* winograd_stride2_transposed_kernels_avx2(int tile) {
+#endif
+  if (tile == 4) return &Stride2TransposedKernels<4>::table;
+  if (tile == 2) return &Stride2TransposedKernels<2>::table;
   return nullptr;
 }
 

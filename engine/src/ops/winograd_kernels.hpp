@@ -53,8 +53,8 @@ constexpr int winograd_tile_rows = 6;
 
 // Which way a kernel's taps run: r x r (2-D tiles), or 1 x r along the width (Inception's 1x7 and
 // 1x3) or r x 1 along the height, whose one-dimensional F(m, r) tiles are 1 x m or m x 1; or 3x3
-// at stride 2 (WinogradStride2).
-enum class WinogradShape : std::uint8_t { square, row, column, stride2 };
+// at stride 2 (WinogradStride2), or that layer's data gradient (WinogradStride2Transposed).
+enum class WinogradShape : std::uint8_t { square, row, column, stride2, stride2_transposed };
 
 // The one-dimensional F(m, r) by Toom-Cook (Lavin and Gray; Barabasz et al. 2020), computed at
 // compile time: y = A^T [(G g) . (B^T d)], with P = m + r - 1 points: the first P - 1 of
@@ -166,6 +166,38 @@ consteval WinogradStride2<m> make_winograd_stride2() {
   return t;
 }
 
+// The data gradient of a 3x3 convolution at stride 2 with padding p, by the same polyphase parts
+// read the other way: with q' = q + p, dx[q' = 2j] = g0 dy[j] + g2 dy[j - 1] (F(m, 2), the taps
+// g2, g0, on the even samples) and dx[q' = 2j + 1] = g1 dy[j]. A tile is 2m x 2m of dx from the
+// (m + 1)^2 window of dy starting one sample before m times its place, with the forward's 2m + 1
+// points per dimension: (2m + 1)^2 products for 4m^2 outputs where the direct kernel does 9m^2.
+// Points 0..m are F(m, 2)'s on window samples 0..m; point m + 1 + u is window sample u + 1.
+template <int m>
+struct WinogradStride2Transposed {
+  static constexpr int points = 2 * m + 1;
+  double at[2 * m][points] = {};
+  double g[points][3] = {};
+  double bt[points][m + 1] = {};
+};
+
+template <int m>
+consteval WinogradStride2Transposed<m> make_winograd_stride2_transposed() {
+  const Winograd1D<m, 2> even = make_winograd_1d<m, 2>();
+  WinogradStride2Transposed<m> t;
+  for (int p = 0; p <= m; ++p) {
+    for (int u = 0; u <= m; ++u) t.bt[p][u] = even.bt[p][u];
+    t.g[p][2] = even.g[p][0];
+    t.g[p][0] = even.g[p][1];
+    for (int i = 0; i < m; ++i) t.at[2 * i][p] = even.at[i][p];
+  }
+  for (int u = 0; u < m; ++u) {
+    t.bt[m + 1 + u][u + 1] = 1;
+    t.g[m + 1 + u][1] = 1;
+    t.at[2 * u + 1][m + 1 + u] = 1;
+  }
+  return t;
+}
+
 struct WinogradKernels {
   int vector_floats = 0;      // the ISA's channel block
   int max_block_vectors = 0;  // output channels per micro-kernel call, in vectors
@@ -217,8 +249,13 @@ const WinogradKernels* winograd_kernels_avx512(int tile, int kernel_size);
 const WinogradKernels* winograd_1d_kernels_avx2(int tile, int kernel_size, WinogradShape shape);
 const WinogradKernels* winograd_1d_kernels_avx512(int tile, int kernel_size, WinogradShape shape);
 // 3x3 at stride 2 (WinogradStride2) with m x m output tiles, m = 2 or 4, with the weight
-// gradient's members (its backward data, a transposed convolution, has none). Null for others.
+// gradient's members. Null for others.
 const WinogradKernels* winograd_stride2_kernels_avx2(int tile);
 const WinogradKernels* winograd_stride2_kernels_avx512(int tile);
+// The data gradient of 3x3 at stride 2 (WinogradStride2Transposed: a convolution of dy, the
+// layer's in_channels, into dx, 2m x 2m tiles), m = 2 or 4; no weight gradient's members. Null
+// for others.
+const WinogradKernels* winograd_stride2_transposed_kernels_avx2(int tile);
+const WinogradKernels* winograd_stride2_transposed_kernels_avx512(int tile);
 
 }  // namespace tfpin::engine::detail
