@@ -113,8 +113,8 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
   const std::int64_t c_image_skip = out_image - out_plane;
   for (std::int64_t p = first; p < end; p += rows) {
     const int count = end - p < rows ? static_cast<int>(end - p) : rows;
-    const float* a[rows];
-    float* c[rows];
+    const float* a[rows] = {};
+    float* c[rows] = {};
     for (int r = 0; r < rows; ++r) {
       if (r >= count) {  // (not read: the call takes `count` rows)
         a[r] = a[0];
