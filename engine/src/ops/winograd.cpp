@@ -66,22 +66,12 @@ const WinogradKernels* kernels_1d_for(std::int64_t block, int tile, int kernel_s
   return nullptr;
 }
 
-const WinogradKernels* kernels_stride2_for(std::int64_t block, int tile) {
+const WinogradKernels* kernels_stride2_for(std::int64_t block, int tile, bool transposed) {
   if (block == 16 && __builtin_cpu_supports("avx512f")) {
-    return winograd_stride2_kernels_avx512(tile);
+    return winograd_stride2_kernels_avx512(tile, transposed);
   }
   if (block == 8 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    return winograd_stride2_kernels_avx2(tile);
-  }
-  return nullptr;
-}
-
-const WinogradKernels* kernels_stride2_transposed_for(std::int64_t block, int tile) {
-  if (block == 16 && __builtin_cpu_supports("avx512f")) {
-    return winograd_stride2_transposed_kernels_avx512(tile);
-  }
-  if (block == 8 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    return winograd_stride2_transposed_kernels_avx2(tile);
+    return winograd_stride2_kernels_avx2(tile, transposed);
   }
   return nullptr;
 }
@@ -383,17 +373,6 @@ WeightMatrix stride2_weight_matrix() {
   return g;
 }
 
-// Stride 2's data gradient's G (WinogradStride2Transposed).
-template <int tile>
-WeightMatrix stride2_transposed_weight_matrix() {
-  static constexpr WinogradStride2Transposed<tile> matrices =
-      make_winograd_stride2_transposed<tile>();
-  WeightMatrix g{};
-  for (std::size_t i = 0; i < WinogradStride2Transposed<tile>::points; ++i)
-    std::copy(matrices.g[i], matrices.g[i] + 3, g[i].begin());
-  return g;
-}
-
 // G g for a one-dimensional F(tile, r) (1 x r or r x 1 kernels: r taps in a row of oihw either
 // way), in U's layout.
 template <int tile, int r>
@@ -418,6 +397,8 @@ std::vector<float> transform_weights_1d(const std::vector<float>& oihw, std::int
   return u;
 }
 
+// U of inference's constant weights, once at compile time (stride 2's data gradient, a training
+// step, transforms its weights every run instead).
 std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_t k_total,
                                      std::int64_t c_total, std::int64_t block_width,
                                      const WinogradKernels& kernels) {
@@ -426,12 +407,6 @@ std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_
         oihw, k_total, c_total, block_width,
         kernels.tile == 4 ? stride2_weight_matrix<4>() : stride2_weight_matrix<2>(),
         2 * kernels.tile + 1, 3);
-  }
-  if (kernels.shape == WinogradShape::stride2_transposed) {
-    return transform_weights(oihw, k_total, c_total, block_width,
-                             kernels.tile == 4 ? stride2_transposed_weight_matrix<4>()
-                                               : stride2_transposed_weight_matrix<2>(),
-                             2 * kernels.tile + 1, 3);
   }
   if (kernels.shape == WinogradShape::square) {
     return transform_weights(oihw, k_total, c_total, block_width,
@@ -713,10 +688,11 @@ std::vector<const WinogradKernels*> candidates(std::int64_t block, int kernel_si
       found.push_back(kernels_1d_for(block, 4, kernel_size, shape));
       break;
     case WinogradShape::stride2:
-      for (int tile : {4, 2}) found.push_back(kernels_stride2_for(block, tile));
-      break;
     case WinogradShape::stride2_transposed:
-      for (int tile : {4, 2}) found.push_back(kernels_stride2_transposed_for(block, tile));
+      for (int tile : {4, 2}) {
+        found.push_back(
+            kernels_stride2_for(block, tile, shape == WinogradShape::stride2_transposed));
+      }
       break;
   }
   std::erase(found, nullptr);
@@ -852,9 +828,8 @@ bool add_winograd_backward_data_alternative(Lowering& l, int node, Step& step,
     // place the tiles by the forward's padding.
     source.trained_offsets[2] = std::move((*offsets)[2]);
     source.trained_offsets[3] = std::move((*offsets)[3]);
-    add_tiles(l, w->node.name + ":backward_data", step, block, 3, w->out, w->in,
-              w->conv.padding[0], w->conv.padding[1], {}, false, source,
-              WinogradShape::stride2_transposed);
+    add_tiles(l, w->node.name + ":backward_data", step, block, 3, w->out, w->in, w->conv.padding[0],
+              w->conv.padding[1], {}, false, source, WinogradShape::stride2_transposed);
     return true;
   }
   // dx = dy convolved with the kernel transposed and flipped, padded by R - 1 - p along each

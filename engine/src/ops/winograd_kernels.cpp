@@ -6,6 +6,7 @@
 // each, and the AVX-512 build's could then run on an AVX2 machine. Everything is our own, in an
 // unnamed namespace (vector_isa.hpp's too), except the two entry points.
 #include "winograd_kernels.hpp"
+
 #include "vector_isa.hpp"
 
 namespace tfpin::engine::detail {
@@ -489,8 +490,7 @@ void output_tiles(const WinogradLayer& l, const float* product, const WinogradOu
     const int first_row = y0 < 0 ? static_cast<int>(-y0) : 0;
     const int first_column = x0 < 0 ? static_cast<int>(-x0) : 0;
     const int rows_here = l.out_height - y0 < out_m ? static_cast<int>(l.out_height - y0) : out_m;
-    const int columns_here =
-        l.out_width - x0 < out_m ? static_cast<int>(l.out_width - x0) : out_m;
+    const int columns_here = l.out_width - x0 < out_m ? static_cast<int>(l.out_width - x0) : out_m;
     const float* tile = product + static_cast<std::int64_t>(t) * k_total;
     for (std::int64_t k = k_begin; k < k_end; k += floats) {
       vec s[out_m][alpha];  // s = A^T p
@@ -1037,22 +1037,14 @@ const WinogradKernels* winograd_1d_kernels_avx2(int tile, int kernel_size, Winog
 }
 
 #if TFPIN_WINOGRAD_FLOATS == 16
-const WinogradKernels* winograd_stride2_kernels_avx512(int tile) {
+const WinogradKernels* winograd_stride2_kernels_avx512(int tile, bool transposed) {
 #else
-const WinogradKernels* winograd_stride2_kernels_avx2(int tile) {
+const WinogradKernels* winograd_stride2_kernels_avx2(int tile, bool transposed) {
 #endif
-  if (tile == 4) return &Stride2Kernels<4>::table;
-  if (tile == 2) return &Stride2Kernels<2>::table;
-  return nullptr;
-}
-
-#if TFPIN_WINOGRAD_FLOATS == 16
-const WinogradKernels* winograd_stride2_transposed_kernels_avx512(int tile) {
-#else
-const WinogradKernels* winograd_stride2_transposed_kernels_avx2(int tile) {
-#endif
-  if (tile == 4) return &Stride2TransposedKernels<4>::table;
-  if (tile == 2) return &Stride2TransposedKernels<2>::table;
+  if (tile == 4)
+    return transposed ? &Stride2TransposedKernels<4>::table : &Stride2Kernels<4>::table;
+  if (tile == 2)
+    return transposed ? &Stride2TransposedKernels<2>::table : &Stride2Kernels<2>::table;
   return nullptr;
 }
 

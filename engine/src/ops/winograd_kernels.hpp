@@ -249,13 +249,10 @@ const WinogradKernels* winograd_kernels_avx512(int tile, int kernel_size);
 const WinogradKernels* winograd_1d_kernels_avx2(int tile, int kernel_size, WinogradShape shape);
 const WinogradKernels* winograd_1d_kernels_avx512(int tile, int kernel_size, WinogradShape shape);
 // 3x3 at stride 2 (WinogradStride2) with m x m output tiles, m = 2 or 4, with the weight
-// gradient's members. Null for others.
-const WinogradKernels* winograd_stride2_kernels_avx2(int tile);
-const WinogradKernels* winograd_stride2_kernels_avx512(int tile);
-// The data gradient of 3x3 at stride 2 (WinogradStride2Transposed: a convolution of dy, the
-// layer's in_channels, into dx, 2m x 2m tiles), m = 2 or 4; no weight gradient's members. Null
-// for others.
-const WinogradKernels* winograd_stride2_transposed_kernels_avx2(int tile);
-const WinogradKernels* winograd_stride2_transposed_kernels_avx512(int tile);
+// gradient's members; or, `transposed`, its data gradient (WinogradStride2Transposed: a
+// convolution of dy, the layer's in_channels, into dx in 2m x 2m tiles; training only, its
+// weights transformed every run). Null for others.
+const WinogradKernels* winograd_stride2_kernels_avx2(int tile, bool transposed);
+const WinogradKernels* winograd_stride2_kernels_avx512(int tile, bool transposed);
 
 }  // namespace tfpin::engine::detail
