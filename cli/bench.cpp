@@ -100,6 +100,12 @@ CLI::App* add_bench_command(CLI::App& app, BenchCommand& bench) {
                   "MPI jobs: seconds a rank waits for the others in any collective before it ends "
                   "the job (a rank died or stopped; 0 = wait forever)")
       ->type_name("SECONDS");
+  sub->add_option("--force_kernel", bench.force_kernel,
+                  "wherever a step's candidate kernels include one whose name starts with this "
+                  "(e.g. tfpin_1x1, jit_1x1:avx512_core, tfpin_wino_4x3), run that one untimed; "
+                  "the other steps time theirs as usual. For comparing kernels on whole models: "
+                  "--json's compile.kernel_choices names the candidates")
+      ->type_name("PREFIX");
   sub->add_flag("--json", bench.json, "print one JSON object instead of the text report");
   for (std::size_t i = 0; i < engine_switches.size(); ++i) {
     sub->add_flag(engine_switches[i].flag, bench.switched_off[i], engine_switches[i].help);
@@ -188,6 +194,7 @@ engine::CompileOptions compile_options(const BenchCommand& bench, const BenchSet
     options.*engine_switches[i].option = !bench.switched_off[i];
   }
   options.trace = !bench.trace_file.empty();
+  options.force_kernel = bench.force_kernel;
   if (!bench.workload.forward_only) {
     engine::TrainingOptions training;
     training.first_sample = static_cast<std::uint64_t>(ranks.rank()) * settings.batch;
@@ -520,6 +527,19 @@ int BenchCommand::operator()() const {
       return too_large ? exit_usage : exit_failure;
     }
   }
+  // A prefix no candidate has (a typo) would silently time every step as usual.
+  if (runtime && !force_kernel.empty() && runtime->report().forced_choices == 0) {
+    const std::string refusal = fmt::format(
+        "--force_kernel={}: no step of {} at batch {} offers a kernel whose name starts with it "
+        "(valid: the start of a name in --json's compile.kernel_choices, e.g. tfpin_1x1, "
+        "jit_1x1:avx512_core, tfpin_wino_4x3, or of a step's kernel in -v's list)",
+        shown_value(force_kernel), workload.model, settings.batch);
+    if (!settings.over_mpi()) {
+      fmt::print(stderr, "tfpin bench: {}\n", refusal);
+      return exit_usage;
+    }
+    ranks->end_together(ranks->rank() == 0 ? refusal : "", exit_usage);
+  }
   RankPlace place{ranks->node(), cpus_allowed, lanes_text(settings.threads.lane_cpus)};
   std::vector<RankPlace> places = {place};
   if (settings.over_mpi()) {
@@ -537,7 +557,8 @@ int BenchCommand::operator()() const {
         fmt::format("num_inter_threads={}", settings.threads.lanes),
         fmt::format("num_streams={}", settings.streams),
         fmt::format("variable_update={}", variable_update),
-        fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20)};
+        fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20),
+        fmt::format("force_kernel={}", force_kernel)};
     for (std::size_t i = 0; i < engine_switches.size(); ++i) {
       agreed.push_back(fmt::format("{}={}", engine_switches[i].flag + 2, switched_off[i]));
     }

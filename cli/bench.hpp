@@ -74,6 +74,8 @@ struct BenchCommand {
   std::string variable_update = "replicated";
   std::string fusion_threshold_mb = "64";
   std::string stall_timeout = "120";
+  // CompileOptions::force_kernel: a kernel name's start, empty for the timed choice.
+  std::string force_kernel;
   bool json = false;
   // One per row of engine_switches: the flag was given (the engine feature is off).
   std::array<bool, engine_switches.size()> switched_off{};

@@ -186,6 +186,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
                   {"narrow_steps", report.narrow_steps},
                   {"timed_choices", report.timed_choices},
                   {"trial_runs", report.trial_runs},
+                  {"forced_choices", report.forced_choices},
                   {"winograd_convolutions", report.winograd_convolutions},
                   {"folded_batch_norms", report.folded_batch_norms},
                   {"fused_relus", report.fused_relus},
@@ -204,6 +205,7 @@ nlohmann::json json_report(const BenchCommand& bench, const BenchSettings& setti
     choices.push_back({{"step", c.step}, {"kept", c.kept}, {"best_us", candidates}});
   }
   j["compile"]["kernel_choices"] = choices;
+  if (!bench.force_kernel.empty()) j["force_kernel"] = bench.force_kernel;
   j["outputs_finite"] = outcome.finite;
   j["variable_update"] = bench.variable_update;
   j["ranks"] = places.size();

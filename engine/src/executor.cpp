@@ -97,6 +97,7 @@ void Executor::start() {
         if (impl.rfind(force, 0) != 0) continue;
         keep_kernel(s, k);
         forced = true;
+        ++graph_.report.forced_choices;
         break;
       }
       if (kernel_choice_[s] != 0 || step.impl.rfind(force, 0) == 0) {

@@ -251,6 +251,41 @@ class BenchTraining(unittest.TestCase):
         self.assertEqual(len({e["args"]["lane"] for e in events}), 2, "both lanes ran steps")
 
 
+class ForceKernel(unittest.TestCase):
+    """--force_kernel runs a named candidate on every step offering it, untimed."""
+
+    def test_forced_steps_run_the_named_kernel(self):
+        r = bench(*SMALL, "--num_batches", "2", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        timed = json.loads(r.stdout)["compile"]
+        self.assertEqual(timed["forced_choices"], 0)
+        self.assertNotIn("force_kernel", json.loads(r.stdout))
+        # A candidate that is not the one kept on the first timed step (names differ per oneDNN
+        # version and ISA, so taken from this run).
+        first = timed["kernel_choices"][0]
+        name = next(k for k in first["best_us"] if k != first["kept"])
+        offering = {c["step"] for c in timed["kernel_choices"] if name in c["best_us"]}
+        r = bench(*SMALL, "--num_batches", "2", "--json", "--force_kernel", name, "-v")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["force_kernel"], name)
+        self.assertEqual(j["compile"]["forced_choices"], len(offering))
+        still_timed = {c["step"] for c in j["compile"]["kernel_choices"]}
+        self.assertFalse(still_timed & offering, still_timed)
+        self.assertTrue(j["outputs_finite"])
+        # -v lists the compiled steps with the kernel each runs: the forced one on those steps.
+        for step in offering:
+            line = next(l for l in r.stderr.splitlines() if re.match(rf"^\s*\d+\s+{re.escape(step)}\s", l))
+            self.assertIn(f" {name} ", line)
+
+    def test_unknown_prefix_is_refused(self):
+        r = bench(*SMALL, "--num_batches", "1", "--force_kernel", "no_such_kernel")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("--force_kernel=no_such_kernel", r.stderr)
+        self.assertIn("no step of alexnet", r.stderr)
+        self.assertIn("valid:", r.stderr)
+
+
 class BenchRefusals(unittest.TestCase):
     def refused(self, args, *fragments, code=2):
         r = bench(*args)

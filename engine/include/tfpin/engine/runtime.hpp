@@ -151,6 +151,9 @@ struct CompileReport {
   // The first runs that time those candidates (3 x the most candidates of a step; 0 without
   // timed choices): a benchmark warms up at least this long.
   unsigned trial_runs = 0;
+  // Steps where CompileOptions::force_kernel named one of the candidates: they run it, untimed
+  // (and are not in kernel_choices).
+  int forced_choices = 0;
   int winograd_convolutions = 0;
   std::vector<KernelChoice> kernel_choices;  // filled when the timed runs are over
   int folded_batch_norms = 0;
