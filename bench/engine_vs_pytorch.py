@@ -122,6 +122,28 @@ print(json.dumps({"images_per_sec": batch * steps / sum(times), "best_step": bat
                   "torch": torch.__version__, "blas": torch.__config__.show().count("BLAS_INFO=open")}))
 """
 
+# The ONNX Runtime peers' session (PEER_RUNNER; bench/ort_layers.py profiles the same one): the
+# model exported once per model and batch under the root's /tmp, intra-op threads, full graph
+# optimization, optionally the profiler.
+ORT_SESSION = r"""
+def ort_session(ort, net, x, provider, profile_prefix=None):
+    path = f"/tmp/tfpin-peers/{model_name}-{batch}.onnx"
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with torch.no_grad():
+            torch.onnx.export(net, x, path + ".part", opset_version=17, input_names=["x"],
+                              output_names=["y"], dynamo=False)
+        os.replace(path + ".part", path)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if profile_prefix:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
+    return ort.InferenceSession(path, options, providers=[provider, "CPUExecutionProvider"])
+"""
+
 # Runs inside the Debian 13 root (PyTorch 2.6, ONNX Runtime 1.21): one peer, one model.
 PEER_RUNNER = r"""
 import json, os, sys, time
@@ -129,7 +151,7 @@ peer, model_name, batch, threads, steps, warmup, train = sys.argv[1], sys.argv[2
 import torch, torchvision
 torch.set_num_threads(threads)
 torch._C._jit_set_texpr_fuser_enabled(False)  # Debian 13's NNC hangs in LLVMCodeGen
-""" + MODEL_SETUP + r"""
+""" + MODEL_SETUP + ORT_SESSION + r"""
 torch.manual_seed(0)
 x = torch.randn(batch, 3, size, size)
 xc = x.to(memory_format=torch.channels_last)
@@ -152,21 +174,10 @@ else:
         run = lambda: compiled(xc)
     else:
         import onnxruntime as ort
-        path = f"/tmp/tfpin-peers/{model_name}-{batch}.onnx"
-        if not os.path.exists(path):
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with torch.no_grad():
-                torch.onnx.export(net, x, path + ".part", opset_version=17, input_names=["x"],
-                                  output_names=["y"], dynamo=False)
-            os.replace(path + ".part", path)
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         provider = "DnnlExecutionProvider" if peer == "ort-dnnl" else "CPUExecutionProvider"
         if provider not in ort.get_available_providers():
             raise SystemExit(f"{provider} not available: {ort.get_available_providers()}")
-        session = ort.InferenceSession(path, options, providers=[provider, "CPUExecutionProvider"])
+        session = ort_session(ort, net, x, provider)
         detail["providers"] = session.get_providers()
         detail["onnxruntime"] = ort.__version__
         feed = {"x": x.numpy()}
