@@ -528,17 +528,20 @@ int BenchCommand::operator()() const {
     }
   }
   // A prefix no candidate has (a typo) would silently time every step as usual.
-  if (runtime && !force_kernel.empty() && runtime->report().forced_choices == 0) {
-    const std::string refusal = fmt::format(
-        "--force_kernel={}: no step of {} at batch {} offers a kernel whose name starts with it "
-        "(valid: the start of a name in --json's compile.kernel_choices, e.g. tfpin_1x1, "
-        "jit_1x1:avx512_core, tfpin_wino_4x3, or of a step's kernel in -v's list)",
-        shown_value(force_kernel), workload.model, settings.batch);
-    if (!settings.over_mpi()) {
-      fmt::print(stderr, "tfpin bench: {}\n", refusal);
-      return exit_usage;
-    }
-    ranks->end_together(ranks->rank() == 0 ? refusal : "", exit_usage);
+  const bool force_unmatched =
+      runtime && !force_kernel.empty() && runtime->report().forced_choices == 0;
+  const std::string force_refusal =
+      force_unmatched
+          ? fmt::format(
+                "--force_kernel={}: no step of {} at batch {} offers a kernel whose name starts "
+                "with it (valid: the start of a name in --json's compile.kernel_choices, e.g. "
+                "tfpin_1x1, jit_1x1:avx512_core, tfpin_wino_4x3, or of a step's kernel in -v's "
+                "list)",
+                shown_value(force_kernel), workload.model, settings.batch)
+          : std::string();
+  if (force_unmatched && !settings.over_mpi()) {
+    fmt::print(stderr, "tfpin bench: {}\n", force_refusal);
+    return exit_usage;
   }
   RankPlace place{ranks->node(), cpus_allowed, lanes_text(settings.threads.lane_cpus)};
   std::vector<RankPlace> places = {place};
@@ -558,7 +561,8 @@ int BenchCommand::operator()() const {
         fmt::format("num_streams={}", settings.streams),
         fmt::format("variable_update={}", variable_update),
         fmt::format("fusion_threshold_mb={}", settings.fusion_threshold_bytes >> 20),
-        fmt::format("force_kernel={}", force_kernel)};
+        fmt::format("force_kernel={}", force_kernel),
+        fmt::format("forced_choices={}", report.forced_choices)};
     for (std::size_t i = 0; i < engine_switches.size(); ++i) {
       agreed.push_back(fmt::format("{}={}", engine_switches[i].flag + 2, switched_off[i]));
     }
@@ -567,6 +571,8 @@ int BenchCommand::operator()() const {
     agreed.push_back(fmt::format("gradient_bytes={}", report.gradient_bytes));
     agreed.push_back(fmt::format("initial_weights={:016x}", initial.hash));
     check_ranks_agree(*ranks, agreed, compile_error);
+    // Every rank compiled the same model with the same options: all end here together, or none.
+    if (force_unmatched) ranks->end_together(ranks->rank() == 0 ? force_refusal : "", exit_usage);
     const std::vector<std::string> nodes = ranks->allgather(place.node);
     const std::vector<std::string> cpus = ranks->allgather(place.cpus_allowed);
     const std::vector<std::string> lanes = ranks->allgather(place.lanes);
