@@ -17,7 +17,6 @@ Standard library here; ONNX Runtime, PyTorch and numpy inside the root (`bench/p
 import argparse
 import collections
 import json
-import re
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_vs_pytorch import MODEL_SETUP, ORT_SESSION, Root, peer_env  # noqa: E402
+from layer_profile import SHAPE, STEP  # noqa: E402  (the -v step listing)
 from machine import cpu  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,10 +66,6 @@ nodes = [{"name": n, "op": info[n][0], "shape": info[n][1],
 print(json.dumps({"step_ms": 1000 * statistics.median(times), "onnxruntime": ort.__version__,
                   "nodes": nodes}))
 """
-# "  12 layer1.0.conv1   convolution+relu   jit_1x1:avx512_core   aBcd16b 1x64x56x56@arena+0 ..."
-STEP = re.compile(r"^\s*\d+\s+(\S+)\s+(\S+)\s+(\S+)\s+(.*)$")
-SHAPE = re.compile(r"(\d+(?:x\d+)+)@")
-
 
 def nchw(shape):
     """ORT's output shape as N, C, H, W (its NCHWc tensors are N, C/b, H, W, b)."""
@@ -152,18 +148,22 @@ def main():
           f"{1000 * args.batch_size / ort['step_ms']:.2f} img/s (median step {ort['step_ms']:.2f} ms)")
     print("(ms a step: medians over the traced / profiled steps; pairs by output shape in order)\n")
     print(f"{'tfpin layer':34s} {'output':>16s} {'tfpin ms':>9s} {'ORT ms':>8s} {'ratio':>6s}  kernel")
-    sums = [0.0, 0.0]
+    paired = [0.0, 0.0]
+    tfpin_unpaired = 0.0
     for name, shape, kernel, ms in convs:
         peer = queues[shape].popleft() if queues[shape] else None
         ort_ms = peer["ms"] if peer else None
         ratio = f"{ms / ort_ms:6.2f}" if ort_ms else "     -"
-        sums[0] += ms
-        sums[1] += ort_ms or 0.0
+        if peer:
+            paired[0] += ms
+            paired[1] += ort_ms
+        else:
+            tfpin_unpaired += ms
         print(f"{name:34s} {'x'.join(map(str, shape)):>16s} {ms:9.3f} "
               f"{ort_ms if ort_ms is not None else float('nan'):8.3f} {ratio}  {kernel}")
     unpaired = [n for q in queues.values() for n in q]
-    print(f"\nconvolutions: tfpin {sums[0]:.2f} ms, ORT {sums[1]:.2f} ms (paired)"
-          + (f", ORT unpaired {sum(n['ms'] for n in unpaired):.2f} ms" if unpaired else ""))
+    print(f"\npaired convolutions: tfpin {paired[0]:.2f} ms, ORT {paired[1]:.2f} ms; unpaired: tfpin "
+          f"{tfpin_unpaired:.2f} ms, ORT {sum(n['ms'] for n in unpaired):.2f} ms")
     print(f"other steps: tfpin {tfpin_other:.2f} ms, ORT nodes {ort_other:.2f} ms; "
           f"ORT's step beyond its nodes: {ort['step_ms'] - sum(n['ms'] for n in ort['nodes']):.2f} ms")
 
