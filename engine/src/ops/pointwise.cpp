@@ -4,6 +4,7 @@
 #include "pointwise.hpp"
 
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <memory>
@@ -21,6 +22,14 @@ namespace {
 // chunk and the output channels split instead of several chunks re-reading the weights).
 constexpr std::int64_t chunk_bytes = 1 << 20;
 constexpr int rows = 6;  // pixels per micro-kernel call (pointwise_kernels.cpp)
+
+// Whether the core's L1 data cache holds two passes of weights, the one in use and the next one
+// being fetched (48 KiB: Zen 5, Intel since Ice Lake; not 32 KiB: Zen 3 and 4, Skylake). On Zen
+// 5, fetching into L1 rather than L2 ran ResNet-50's 7x7 1x1 layers at batch 1 5-10% faster.
+bool l1_holds_two_passes() {
+  static const bool holds = sysconf(_SC_LEVEL1_DCACHE_SIZE) >= 2 * pointwise_pass_bytes;
+  return holds;
+}
 
 const PointwiseKernels* kernels_for(std::int64_t block) {
   if (block == 16 && __builtin_cpu_supports("avx512f")) return pointwise_kernels_avx512();
@@ -40,6 +49,7 @@ struct PointwiseConvolution {
   std::int64_t chunk = 0;   // pixels per item
   std::int64_t chunks = 0;
   std::int64_t k_parts = 1;  // output-channel parts per chunk
+  bool next_to_l1 = false;   // PointwiseKernels::run's prefetch
 
   // Output channels per micro-kernel block, and the blocks of the layer.
   [[nodiscard]] std::int64_t block_width() const {
@@ -69,7 +79,7 @@ struct PointwiseConvolution {
         const auto [k_begin, k_end] = channels(item % k_parts, k_parts);
         if (k_begin == k_end) continue;
         kernels->run(layer, src, packed, with_bias, first, std::min(pixels, first + chunk), k_begin,
-                     k_end, dst);
+                     k_end, next_to_l1, dst);
       }
     }
   }
@@ -182,6 +192,7 @@ bool add_pointwise_alternative(Lowering& l, const Node& n, const std::string& na
   conv->ops = ops;
   conv->has_bias = has_bias;
   conv->threads = std::max(1u, l.step_threads);
+  conv->next_to_l1 = l1_holds_two_passes();
   conv->pixels = out[0] * out[2] * out[3];
   plan(*conv);
 

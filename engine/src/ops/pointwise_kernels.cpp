@@ -20,14 +20,15 @@ constexpr int rows = 6;  // output pixels per micro-kernel call
 // nChw{V}c plane of block cb); the weights' row c at b + c * width; output vector k of pixel r at
 // c[r] + k * c_vector_stride. The first pass over the input channels starts from the bias (and
 // the residual, a leading sum op), later ones from the partial sums in dst; the last applies the
-// ReLU. While it runs it asks for its share of `next` (rows first_row, first_row + every, ... of
-// the next block of weights, next_width wide) to be brought into L2.
+// ReLU. While it runs it asks for its share of `next` (the weights of the pass after this one, in
+// c_blocks slices of next_slice_lines cache lines; of each slice lines first_row, first_row +
+// every, ...) to be brought into L1 (prefetcht0) where it has room for both passes, else into L2.
 template <int vectors, int height>
 void pixel_rows(const float* const (&a)[rows], std::int64_t a_block_stride, std::int64_t c_blocks,
                 const float* b, std::int64_t width, float* const (&c)[rows],
                 std::int64_t c_vector_stride, const float* bias, bool first_pass, bool last_pass,
-                bool residual, bool relu, const float* next, std::int64_t next_width, int first_row,
-                int every) {
+                bool residual, bool relu, const float* next, std::int64_t next_slice_lines,
+                bool next_to_l1, int first_row, int every) {
   vec acc[height][vectors];
 #pragma GCC unroll 8
   for (int k = 0; k < vectors; ++k) {
@@ -39,12 +40,17 @@ void pixel_rows(const float* const (&a)[rows], std::int64_t a_block_stride, std:
     }
   }
   constexpr int line_floats = 64 / sizeof(float);
-  const std::int64_t next_lines = next != nullptr ? floats * next_width / line_floats : 0;
+  const std::int64_t next_lines = next != nullptr ? next_slice_lines : 0;
   for (std::int64_t cb = 0; cb < c_blocks; ++cb) {
     const std::int64_t offset = cb * a_block_stride;
     const float* block = b + cb * floats * width;
     for (std::int64_t line = first_row; line < next_lines; line += every) {
-      __builtin_prefetch(next + (cb * floats * next_width) + line * line_floats, 0, 2);
+      const float* at = next + (cb * next_slice_lines + line) * line_floats;
+      if (next_to_l1) {
+        __builtin_prefetch(at, 0, 3);
+      } else {
+        __builtin_prefetch(at, 0, 2);
+      }
     }
 #pragma GCC unroll 16
     for (int s = 0; s < floats; ++s) {
@@ -72,15 +78,15 @@ void pixel_rows(const float* const (&a)[rows], std::int64_t a_block_stride, std:
 
 // Input channels per pass: a pass's block of weights (pass x width floats) stays in L1 while
 // every pixel of the chunk goes past it (24 KiB: Zen 4 has 32 KiB of L1 data, Zen 5 48).
-constexpr std::int64_t pass_bytes = 24 << 10;
+constexpr std::int64_t pass_bytes = pointwise_pass_bytes;
 
 // One block of output channels (vectors wide, starting at k0) for pixels [first, end), input
-// channels [c_begin, c_end); next: the weights of the block after it (or null).
+// channels [c_begin, c_end); next: the next_floats weights of the pass after it (or null).
 template <int vectors>
 void channel_block(const PointwiseLayer& l, const float* src, const float* packed,
                    const WinogradOutputOps& ops, std::int64_t first, std::int64_t end,
                    std::int64_t k0, std::int64_t c_begin, std::int64_t c_end, const float* next,
-                   std::int64_t next_width, float* dst) {
+                   std::int64_t next_floats, bool next_to_l1, float* dst) {
   const std::int64_t c_total = l.in_channels;
   const std::int64_t in_plane = l.height * l.width * floats;
   const std::int64_t out_pixels = l.out_height * l.out_width;
@@ -95,7 +101,10 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
   const bool relu = ops.count > (residual ? 1 : 0);
   const bool first_pass = c_begin == 0;
   const bool last_pass = c_end == c_total;
-  const float* next_part = next != nullptr ? next + c_begin * next_width : nullptr;
+  constexpr std::int64_t line_floats = 64 / sizeof(float);
+  const std::int64_t next_slice_lines =
+      (next_floats / line_floats + c_blocks - 1) / (c_blocks > 0 ? c_blocks : 1);
+  if (end <= first) return;
   const int calls = static_cast<int>((end - first + rows - 1) / rows);
   // Where pixel `first` is, then advanced pixel by pixel (no division per call). Offsets, not
   // pointers: past the last pixel they may point beyond the buffers.
@@ -111,8 +120,13 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
   const std::int64_t a_row_skip = (l.stride_h * l.width - l.out_width * l.stride_w) * floats;
   const std::int64_t a_image_skip = in_image - l.out_height * l.stride_h * l.width * floats;
   const std::int64_t c_image_skip = out_image - out_plane;
-  for (std::int64_t p = first; p < end; p += rows) {
-    const int count = end - p < rows ? static_cast<int>(end - p) : rows;
+  // The pixels shared out evenly among the calls: a short last call (49 pixels: 8 x 6 + 1) waits
+  // on its few accumulators' FMA latency; 4 x 6 + 5 x 5 does not.
+  const std::int64_t pixels = end - first;
+  const int even_share = static_cast<int>(pixels / calls);
+  const int longer = static_cast<int>(pixels % calls);  // calls of one pixel more
+  for (int call = 0; call < calls; ++call) {
+    const int count = even_share + (call < longer ? 1 : 0);
     const float* a[rows] = {};
     float* c[rows] = {};
     for (int r = 0; r < rows; ++r) {
@@ -135,10 +149,10 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
         }
       }
     }
-    const int call = static_cast<int>((p - first) / rows);
     auto rows_of = [&]<int height>() {
       pixel_rows<vectors, height>(a, in_plane, c_blocks, b, width, c, out_plane, bias, first_pass,
-                                  last_pass, residual, relu, next_part, next_width, call, calls);
+                                  last_pass, residual, relu, next, next_slice_lines, next_to_l1,
+                                  call, calls);
     };
     switch (count) {
       case 1:
@@ -163,38 +177,53 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
   }
 }
 
+// Input channels per pass of a block `width` floats wide (pass_bytes of its weights).
+std::int64_t pass_of(std::int64_t width) {
+  const std::int64_t pass = pass_bytes / (width * 4) / floats * floats;
+  return pass < floats ? floats : pass;
+}
+
 void run(const PointwiseLayer& l, const float* src, const float* packed,
          const WinogradOutputOps& ops, std::int64_t first, std::int64_t end, std::int64_t k_begin,
-         std::int64_t k_end, float* dst) {
+         std::int64_t k_end, bool next_to_l1, float* dst) {
   const std::int64_t full = block_vectors * floats;
   const std::int64_t c_total = l.in_channels;
   for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
     const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
-    const std::int64_t next_k = k0 + width;
-    const float* next = next_k < k_end ? packed + next_k * c_total : nullptr;
-    const std::int64_t next_width = k_end - next_k < full ? k_end - next_k : full;
-    std::int64_t pass = pass_bytes / (width * 4) / floats * floats;
-    if (pass < floats) pass = floats;
+    const std::int64_t pass = pass_of(width);
     for (std::int64_t c_begin = 0; c_begin < c_total; c_begin += pass) {
       const std::int64_t c_end = c_total - c_begin < pass ? c_total : c_begin + pass;
+      // The pass after this one, fetched while this one runs: the block's next input channels,
+      // or the next block's first (a pass's weights are contiguous).
+      const float* next = nullptr;
+      std::int64_t next_floats = 0;
+      if (c_end < c_total) {
+        next = packed + k0 * c_total + c_end * width;
+        next_floats = ((c_total - c_end < pass ? c_total : c_end + pass) - c_end) * width;
+      } else if (k0 + width < k_end) {
+        const std::int64_t next_width = k_end - k0 - width < full ? k_end - k0 - width : full;
+        const std::int64_t next_pass = pass_of(next_width);
+        next = packed + (k0 + width) * c_total;
+        next_floats = (c_total < next_pass ? c_total : next_pass) * next_width;
+      }
       switch (width / floats) {
         case 1:
-          channel_block<1>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_width,
-                           dst);
+          channel_block<1>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_floats,
+                           next_to_l1, dst);
           break;
 #if TFPIN_WINOGRAD_FLOATS == 16
         case 2:
-          channel_block<2>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_width,
-                           dst);
+          channel_block<2>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_floats,
+                           next_to_l1, dst);
           break;
         case 3:
-          channel_block<3>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_width,
-                           dst);
+          channel_block<3>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_floats,
+                           next_to_l1, dst);
           break;
 #endif
         default:
           channel_block<block_vectors>(l, src, packed, ops, first, end, k0, c_begin, c_end, next,
-                                       next_width, dst);
+                                       next_floats, next_to_l1, dst);
           break;
       }
     }

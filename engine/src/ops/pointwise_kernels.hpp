@@ -29,16 +29,20 @@ struct PointwiseLayer {
   std::int64_t stride_w = 1;
 };
 
+// Weights per pass of the micro-kernel over a block's input channels (pointwise_kernels.cpp).
+constexpr std::int64_t pointwise_pass_bytes = 24 << 10;
+
 struct PointwiseKernels {
   int vector_floats = 0;      // the ISA's channel block
   int max_block_vectors = 0;  // output channels per micro-kernel call, in vectors
   // dst for output pixels [first, end) of all images (pixel p is image p / (OH OW), then row
   // major) and output channels [k_begin, k_end), on the packed weights' blocks (multiples of
   // max_block_vectors * vector_floats, or the end), with bias and the ops (WinogradOutputOps:
-  // bias, then sum and ReLU in order).
+  // bias, then sum and ReLU in order). Each pass fetches the next pass's weights into L1 if
+  // next_to_l1 (the L1 holds two passes), else into L2.
   void (*run)(const PointwiseLayer& layer, const float* src, const float* packed,
               const WinogradOutputOps& ops, std::int64_t first, std::int64_t end,
-              std::int64_t k_begin, std::int64_t k_end, float* dst);
+              std::int64_t k_begin, std::int64_t k_end, bool next_to_l1, float* dst);
 };
 
 // Built with -mavx2 -mfma and -mavx512f: call only where the CPU has them.
