@@ -170,7 +170,8 @@ struct WinogradConvolution {
 #pragma omp barrier
       }
       float* v = scratch_floats + u_floats + thread * scratch_floats_per_thread;
-      float* m = v + std::int64_t{positions_of(*kernels)} * tile_block * layer.in_channels;
+      float* m = v + std::int64_t{positions_of(*kernels)} *
+                         (tile_block * layer.in_channels + winograd_position_pad);
       WinogradOutputOps with_bias = ops;
       with_bias.bias = has_bias ? bias : nullptr;
       // Contiguous items per thread: a thread's k parts of one tile block share its V.
@@ -239,7 +240,7 @@ struct WinogradWeightGradient {
         const std::int64_t k_end = vectors * (part + 1) / used_parts * kernels->vector_floats;
         // V, then D: the accumulation's reads past V's end (rows past C) land in D.
         float* v = w_hat + w_hat_floats * groups + thread * scratch_floats_per_thread;
-        float* d = v + positions * tile_block * layer.in_channels;
+        float* d = v + positions * (tile_block * layer.in_channels + winograd_position_pad);
         float* mine = w_hat + group * w_hat_floats;
         const std::int64_t blocks = tile_blocks();
         bool first = true;
@@ -599,7 +600,10 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
   balance_work(*conv, choose_tile_block(conv->layer, positions, conv->threads, false));
   const std::int64_t tile_block = conv->tile_block;
   conv->scratch_floats_per_thread =
-      (positions * tile_block * (layer.in_channels + layer.out_channels) + 15) / 16 * 16;
+      (positions *
+           (tile_block * (layer.in_channels + layer.out_channels) + 2 * winograd_position_pad) +
+       15) /
+      16 * 16;
 
   const std::int64_t block_width =
       std::int64_t{kernels->max_block_vectors} * kernels->vector_floats;
@@ -742,7 +746,10 @@ void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLaye
   grad->groups = std::clamp<std::int64_t>(std::min(affordable, grad->tile_blocks()), 1, threads);
   grad->k_parts = threads / grad->groups;
   grad->scratch_floats_per_thread =
-      (positions * grad->tile_block * (layer.in_channels + layer.out_channels) + 15) / 16 * 16;
+      (positions * (grad->tile_block * (layer.in_channels + layer.out_channels) +
+                    2 * winograd_position_pad) +
+       15) /
+      16 * 16;
   grad->out_channel_offsets = std::move(offsets[0]);
   grad->in_channel_offsets = std::move(offsets[1]);
   grad->index.out_channel = grad->out_channel_offsets.data();

@@ -303,7 +303,8 @@ void input_tiles(const WinogradLayer& l, const float* src, std::int64_t first, i
                  int padded, float* v) {
   const std::int64_t c_total = l.in_channels;
   const std::int64_t blocks = c_total / floats;
-  const std::int64_t position_stride = static_cast<std::int64_t>(padded) * c_total;
+  const std::int64_t position_stride =
+      static_cast<std::int64_t>(padded) * c_total + winograd_position_pad;
   for (int t = 0; t < padded; ++t) {
     float* tile_out = v + static_cast<std::int64_t>(t) * c_total;
     if (t >= count) {
@@ -441,9 +442,9 @@ void multiply(const WinogradLayer& l, const float* v, const float* u, int padded
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
   for (int p = 0; p < positions; ++p) {
-    const float* vp = v + static_cast<std::int64_t>(p) * padded * c_total;
+    const float* vp = v + p * (static_cast<std::int64_t>(padded) * c_total + winograd_position_pad);
     const float* up = u + p * c_total * k_total;
-    float* mp = product + static_cast<std::int64_t>(p) * padded * k_total;
+    float* mp = product + p * (static_cast<std::int64_t>(padded) * k_total + winograd_position_pad);
     for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
       const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
       const float* ub = up + k0 * c_total;
@@ -481,7 +482,8 @@ void output_tiles(const WinogradLayer& l, const float* product, const WinogradOu
                   std::int64_t k_end, float* dst) {
   const std::int64_t k_total = l.out_channels;
   const std::int64_t blocks = k_total / floats;
-  const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
+  const std::int64_t position_stride =
+      static_cast<std::int64_t>(padded) * k_total + winograd_position_pad;
   for (int t = 0; t < count; ++t) {
     const TilePlace place = place_of<m>(l, first + t);
     constexpr bool transposed = out_m != m;
@@ -590,7 +592,8 @@ void gradient_tiles(const WinogradLayer& l, const float* dy, std::int64_t first,
                     int padded, float* d) {
   const std::int64_t k_total = l.out_channels;
   const std::int64_t blocks = k_total / floats;
-  const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
+  const std::int64_t position_stride =
+      static_cast<std::int64_t>(padded) * k_total + winograd_position_pad;
   for (int t = 0; t < padded; ++t) {
     float* tile_out = d + static_cast<std::int64_t>(t) * k_total;
     if (t >= count) {
@@ -648,8 +651,8 @@ void accumulate(const WinogradLayer& l, const float* v, const float* d, int padd
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
   for (int p = 0; p < positions; ++p) {
-    const float* vp = v + static_cast<std::int64_t>(p) * padded * c_total;
-    const float* dp = d + static_cast<std::int64_t>(p) * padded * k_total;
+    const float* vp = v + p * (static_cast<std::int64_t>(padded) * c_total + winograd_position_pad);
+    const float* dp = d + p * (static_cast<std::int64_t>(padded) * k_total + winograd_position_pad);
     float* wp = w_hat + p * c_rows * k_total;
     for (std::int64_t c0 = 0; c0 < c_total; c0 += rows) {
       for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
@@ -769,7 +772,8 @@ struct Winograd1DKernels {
   template <typename F>
   static void each_tile(const WinogradLayer& l, float* block, std::int64_t channels,
                         std::int64_t first, int count, int padded, F f) {
-    const std::int64_t position_stride = static_cast<std::int64_t>(padded) * channels;
+    const std::int64_t position_stride =
+        static_cast<std::int64_t>(padded) * channels + winograd_position_pad;
     for (int t = 0; t < padded; ++t) {
       float* tile = block + static_cast<std::int64_t>(t) * channels;
       if (t < count) {
@@ -784,7 +788,8 @@ struct Winograd1DKernels {
                     int padded, float* v) {
     const std::int64_t c_total = l.in_channels;
     const std::int64_t blocks = c_total / floats;
-    const std::int64_t position_stride = static_cast<std::int64_t>(padded) * c_total;
+    const std::int64_t position_stride =
+        static_cast<std::int64_t>(padded) * c_total + winograd_position_pad;
     // Where tap j of the window is, relative to its first tap, in floats of one channel plane.
     const std::int64_t step = along_row ? floats : l.width * floats;
     each_tile(l, v, c_total, first, count, padded, [&](float* tile_out, const TilePlace& at) {
@@ -818,7 +823,8 @@ struct Winograd1DKernels {
                      std::int64_t k_end, float* dst) {
     const std::int64_t k_total = l.out_channels;
     const std::int64_t blocks = k_total / floats;
-    const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
+    const std::int64_t position_stride =
+        static_cast<std::int64_t>(padded) * k_total + winograd_position_pad;
     const std::int64_t step = along_row ? floats : l.out_width * floats;
     for (int t = 0; t < count; ++t) {
       const TilePlace at = place(l, first + t);
@@ -888,7 +894,8 @@ struct Winograd1DKernels {
                        int padded, float* d) {
     const std::int64_t k_total = l.out_channels;
     const std::int64_t blocks = k_total / floats;
-    const std::int64_t position_stride = static_cast<std::int64_t>(padded) * k_total;
+    const std::int64_t position_stride =
+        static_cast<std::int64_t>(padded) * k_total + winograd_position_pad;
     const std::int64_t step = along_row ? floats : l.out_width * floats;
     each_tile(l, d, k_total, first, count, padded, [&](float* tile_out, const TilePlace& at) {
       const std::int64_t left = along_row ? l.out_width - at.x : l.out_height - at.y;

@@ -51,6 +51,11 @@ struct WinogradWeightIndex {
 // Tiles per micro-kernel call.
 constexpr int winograd_tile_rows = 6;
 
+// Floats between the positions of V, M and D beyond their rows (position p at p (padded rows x
+// channels + this)): rows x channels is often a multiple of 2 KiB, which put a tile's P positions
+// in the same few sets of the L1 cache.
+constexpr std::int64_t winograd_position_pad = 16;
+
 // Which way a kernel's taps run: r x r (2-D tiles), or 1 x r along the width (Inception's 1x7 and
 // 1x3) or r x 1 along the height, whose one-dimensional F(m, r) tiles are 1 x m or m x 1; or 3x3
 // at stride 2 (WinogradStride2), or that layer's data gradient (WinogradStride2Transposed).
