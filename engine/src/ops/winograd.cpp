@@ -298,7 +298,8 @@ std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_
                                      std::int64_t c_total, std::int64_t block_width,
                                      const WeightMatrix& g, int alpha, int r) {
   const std::int64_t positions = alpha * alpha;
-  std::vector<float> u(static_cast<std::size_t>(positions * k_total * c_total));
+  std::vector<float> u(
+      static_cast<std::size_t>(positions * (k_total * c_total + winograd_position_pad)));
   for (std::int64_t k = 0; k < k_total; ++k) {
     const std::int64_t k0 = k / block_width * block_width;
     const std::int64_t width = std::min(block_width, k_total - k0);
@@ -315,7 +316,8 @@ std::vector<float> transform_weights(const std::vector<float>& oihw, std::int64_
           double value = 0;
           for (int t = 0; t < r; ++t) value += gw[i][t] * g[j][t];
           const std::int64_t p = i * alpha + j;
-          const std::int64_t at = p * c_total * k_total + k0 * c_total + c * width + (k - k0);
+          const std::int64_t at =
+              p * (c_total * k_total + winograd_position_pad) + k0 * c_total + c * width + (k - k0);
           u[static_cast<std::size_t>(at)] = static_cast<float>(value);
         }
       }
@@ -381,7 +383,8 @@ std::vector<float> transform_weights_1d(const std::vector<float>& oihw, std::int
                                         std::int64_t c_total, std::int64_t block_width) {
   static constexpr Winograd1D<tile, r> matrices = make_winograd_1d<tile, r>();
   constexpr int points = tile + r - 1;
-  std::vector<float> u(static_cast<std::size_t>(points * k_total * c_total));
+  std::vector<float> u(
+      static_cast<std::size_t>(points * (k_total * c_total + winograd_position_pad)));
   for (std::int64_t k = 0; k < k_total; ++k) {
     const std::int64_t k0 = k / block_width * block_width;
     const std::int64_t width = std::min(block_width, k_total - k0);
@@ -390,7 +393,8 @@ std::vector<float> transform_weights_1d(const std::vector<float>& oihw, std::int
       for (int p = 0; p < points; ++p) {
         double value = 0;
         for (int j = 0; j < r; ++j) value += matrices.g[p][j] * w[j];
-        const std::int64_t at = p * c_total * k_total + k0 * c_total + c * width + (k - k0);
+        const std::int64_t at =
+            p * (c_total * k_total + winograd_position_pad) + k0 * c_total + c * width + (k - k0);
         u[static_cast<std::size_t>(at)] = static_cast<float>(value);
       }
     }
@@ -607,7 +611,8 @@ void add_alternative(Lowering& l, const std::string& name, Step& step, const Win
 
   const std::int64_t block_width =
       std::int64_t{kernels->max_block_vectors} * kernels->vector_floats;
-  const std::int64_t u_floats = positions * layer.out_channels * layer.in_channels;
+  const std::int64_t u_floats =
+      positions * (layer.out_channels * layer.in_channels + winograd_position_pad);
   Alternative alt;
   if (source.oihw == nullptr) {
     conv->transforms_weights = true;
@@ -724,7 +729,8 @@ void add_weight_gradient_alternative(Lowering& l, Step& step, const WinogradLaye
   const WinogradLayer& layer = grad->layer;
   const std::int64_t c_rows =
       (layer.in_channels + winograd_tile_rows - 1) / winograd_tile_rows * winograd_tile_rows;
-  grad->w_hat_floats = (positions * c_rows * layer.out_channels + 15) / 16 * 16;
+  grad->w_hat_floats =
+      (positions * (c_rows * layer.out_channels + winograd_position_pad) + 15) / 16 * 16;
   {
     const std::int64_t rows = winograd_tile_rows;
     const std::int64_t bytes_per_tile =

@@ -443,16 +443,17 @@ void multiply(const WinogradLayer& l, const float* v, const float* u, int padded
   const std::int64_t full = block_vectors * floats;
   for (int p = 0; p < positions; ++p) {
     const float* vp = v + p * (static_cast<std::int64_t>(padded) * c_total + winograd_position_pad);
-    const float* up = u + p * c_total * k_total;
+    const float* up = u + p * (c_total * k_total + winograd_position_pad);
     float* mp = product + p * (static_cast<std::int64_t>(padded) * k_total + winograd_position_pad);
     for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
       const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
       const float* ub = up + k0 * c_total;
       float* mb = mp + k0;
       // The block after this one: the next output channels, or the next position's first.
-      const float* next = k0 + full < k_end   ? ub + width * c_total
-                          : p + 1 < positions ? up + c_total * k_total + k_begin * c_total
-                                              : nullptr;
+      const float* next = k0 + full < k_end ? ub + width * c_total
+                          : p + 1 < positions
+                              ? up + c_total * k_total + winograd_position_pad + k_begin * c_total
+                              : nullptr;
       switch (width / floats) {
         case 1:
           multiply_blocks<1>(vp, c_total, ub, count, mb, k_total, next);
@@ -546,7 +547,7 @@ void transform_weights_with(const WinogradLayer& l, const float* w,
   const std::int64_t c_total = l.in_channels;
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
-  const std::int64_t position_stride = c_total * k_total;
+  const std::int64_t position_stride = c_total * k_total + winograd_position_pad;
   for (std::int64_t k = k_begin; k < k_end; k += floats) {
     const std::int64_t k0 = k / full * full;
     const std::int64_t width = k_total - k0 < full ? k_total - k0 : full;
@@ -653,7 +654,7 @@ void accumulate(const WinogradLayer& l, const float* v, const float* d, int padd
   for (int p = 0; p < positions; ++p) {
     const float* vp = v + p * (static_cast<std::int64_t>(padded) * c_total + winograd_position_pad);
     const float* dp = d + p * (static_cast<std::int64_t>(padded) * k_total + winograd_position_pad);
-    float* wp = w_hat + p * c_rows * k_total;
+    float* wp = w_hat + p * (c_rows * k_total + winograd_position_pad);
     for (std::int64_t c0 = 0; c0 < c_total; c0 += rows) {
       for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
         const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
@@ -698,7 +699,7 @@ void weight_gradient_with(const WinogradLayer& l, const float* w_hat, int parts,
   const std::int64_t c_total = l.in_channels;
   const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
   const std::int64_t k_total = l.out_channels;
-  const std::int64_t position_stride = c_rows * k_total;
+  const std::int64_t position_stride = c_rows * k_total + winograd_position_pad;
   for (std::int64_t k = k_begin; k < k_end; k += floats) {
     for (std::int64_t c = 0; c < c_total; ++c) {
       vec x[alpha][alpha];
@@ -865,7 +866,7 @@ struct Winograd1DKernels {
     const std::int64_t c_total = l.in_channels;
     const std::int64_t k_total = l.out_channels;
     const std::int64_t full = block_vectors * floats;
-    const std::int64_t position_stride = c_total * k_total;
+    const std::int64_t position_stride = c_total * k_total + winograd_position_pad;
     for (std::int64_t k = k_begin; k < k_end; k += floats) {
       const std::int64_t k0 = k / full * full;
       const std::int64_t width = k_total - k0 < full ? k_total - k0 : full;
@@ -924,7 +925,7 @@ struct Winograd1DKernels {
     const std::int64_t c_total = l.in_channels;
     const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
     const std::int64_t k_total = l.out_channels;
-    const std::int64_t position_stride = c_rows * k_total;
+    const std::int64_t position_stride = c_rows * k_total + winograd_position_pad;
     for (std::int64_t k = k_begin; k < k_end; k += floats) {
       for (std::int64_t c = 0; c < c_total; ++c) {
         vec x[points];

@@ -52,8 +52,9 @@ struct WinogradWeightIndex {
 constexpr int winograd_tile_rows = 6;
 
 // Floats between the positions of V, M and D beyond their rows (position p at p (padded rows x
-// channels + this)): rows x channels is often a multiple of 2 KiB, which put a tile's P positions
-// in the same few sets of the L1 cache.
+// channels + this)), and of U and What beyond C x K: rows x channels and C x K are often
+// multiples of 2 KiB, which put a tile's (or a weight's) P positions in the same few sets of the
+// L1 cache.
 constexpr std::int64_t winograd_position_pad = 16;
 
 // Which way a kernel's taps run: r x r (2-D tiles), or 1 x r along the width (Inception's 1x7 and
