@@ -76,10 +76,6 @@ void pixel_rows(const float* const (&a)[rows], std::int64_t a_block_stride, std:
   }
 }
 
-// Input channels per pass: a pass's block of weights (pass x width floats) stays in L1 while
-// every pixel of the chunk goes past it (24 KiB: Zen 4 has 32 KiB of L1 data, Zen 5 48).
-constexpr std::int64_t pass_bytes = pointwise_pass_bytes;
-
 // One block of output channels (vectors wide, starting at k0) for pixels [first, end), input
 // channels [c_begin, c_end); next: the next_floats weights of the pass after it (or null).
 template <int vectors>
@@ -87,6 +83,7 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
                    const WinogradOutputOps& ops, std::int64_t first, std::int64_t end,
                    std::int64_t k0, std::int64_t c_begin, std::int64_t c_end, const float* next,
                    std::int64_t next_floats, bool next_to_l1, float* dst) {
+  if (end <= first) return;
   const std::int64_t c_total = l.in_channels;
   const std::int64_t in_plane = l.height * l.width * floats;
   const std::int64_t out_pixels = l.out_height * l.out_width;
@@ -102,9 +99,7 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
   const bool first_pass = c_begin == 0;
   const bool last_pass = c_end == c_total;
   constexpr std::int64_t line_floats = 64 / sizeof(float);
-  const std::int64_t next_slice_lines =
-      (next_floats / line_floats + c_blocks - 1) / (c_blocks > 0 ? c_blocks : 1);
-  if (end <= first) return;
+  const std::int64_t next_slice_lines = (next_floats / line_floats + c_blocks - 1) / c_blocks;
   const int calls = static_cast<int>((end - first + rows - 1) / rows);
   // Where pixel `first` is, then advanced pixel by pixel (no division per call). Offsets, not
   // pointers: past the last pixel they may point beyond the buffers.
@@ -177,9 +172,9 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
   }
 }
 
-// Input channels per pass of a block `width` floats wide (pass_bytes of its weights).
+// Input channels per pass of a block `width` floats wide (pointwise_pass_bytes of its weights).
 std::int64_t pass_of(std::int64_t width) {
-  const std::int64_t pass = pass_bytes / (width * 4) / floats * floats;
+  const std::int64_t pass = pointwise_pass_bytes / (width * 4) / floats * floats;
   return pass < floats ? floats : pass;
 }
 

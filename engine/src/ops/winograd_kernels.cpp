@@ -14,6 +14,12 @@ namespace {
 
 constexpr int rows = winograd_tile_rows;
 
+// Floats from one position of V, M or D (padded rows x channels) to the next, and of U or What
+// (C or its rows x K): winograd_position_pad more than the position's size.
+std::int64_t position_stride_of(std::int64_t rows_of_position, std::int64_t columns) {
+  return rows_of_position * columns + winograd_position_pad;
+}
+
 // y = M x (or M^T x) for a constant matrix of the transforms (a static constexpr member): once
 // unrolled, its zeros and ones fold away.
 template <int rows_out, int columns>
@@ -303,8 +309,7 @@ void input_tiles(const WinogradLayer& l, const float* src, std::int64_t first, i
                  int padded, float* v) {
   const std::int64_t c_total = l.in_channels;
   const std::int64_t blocks = c_total / floats;
-  const std::int64_t position_stride =
-      static_cast<std::int64_t>(padded) * c_total + winograd_position_pad;
+  const std::int64_t position_stride = position_stride_of(padded, c_total);
   for (int t = 0; t < padded; ++t) {
     float* tile_out = v + static_cast<std::int64_t>(t) * c_total;
     if (t >= count) {
@@ -442,9 +447,9 @@ void multiply(const WinogradLayer& l, const float* v, const float* u, int padded
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
   for (int p = 0; p < positions; ++p) {
-    const float* vp = v + p * (static_cast<std::int64_t>(padded) * c_total + winograd_position_pad);
-    const float* up = u + p * (c_total * k_total + winograd_position_pad);
-    float* mp = product + p * (static_cast<std::int64_t>(padded) * k_total + winograd_position_pad);
+    const float* vp = v + p * position_stride_of(padded, c_total);
+    const float* up = u + p * position_stride_of(c_total, k_total);
+    float* mp = product + p * position_stride_of(padded, k_total);
     for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
       const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
       const float* ub = up + k0 * c_total;
@@ -452,7 +457,7 @@ void multiply(const WinogradLayer& l, const float* v, const float* u, int padded
       // The block after this one: the next output channels, or the next position's first.
       const float* next = k0 + full < k_end ? ub + width * c_total
                           : p + 1 < positions
-                              ? up + c_total * k_total + winograd_position_pad + k_begin * c_total
+                              ? up + position_stride_of(c_total, k_total) + k_begin * c_total
                               : nullptr;
       switch (width / floats) {
         case 1:
@@ -483,8 +488,7 @@ void output_tiles(const WinogradLayer& l, const float* product, const WinogradOu
                   std::int64_t k_end, float* dst) {
   const std::int64_t k_total = l.out_channels;
   const std::int64_t blocks = k_total / floats;
-  const std::int64_t position_stride =
-      static_cast<std::int64_t>(padded) * k_total + winograd_position_pad;
+  const std::int64_t position_stride = position_stride_of(padded, k_total);
   for (int t = 0; t < count; ++t) {
     const TilePlace place = place_of<m>(l, first + t);
     constexpr bool transposed = out_m != m;
@@ -547,7 +551,7 @@ void transform_weights_with(const WinogradLayer& l, const float* w,
   const std::int64_t c_total = l.in_channels;
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
-  const std::int64_t position_stride = c_total * k_total + winograd_position_pad;
+  const std::int64_t position_stride = position_stride_of(c_total, k_total);
   for (std::int64_t k = k_begin; k < k_end; k += floats) {
     const std::int64_t k0 = k / full * full;
     const std::int64_t width = k_total - k0 < full ? k_total - k0 : full;
@@ -593,8 +597,7 @@ void gradient_tiles(const WinogradLayer& l, const float* dy, std::int64_t first,
                     int padded, float* d) {
   const std::int64_t k_total = l.out_channels;
   const std::int64_t blocks = k_total / floats;
-  const std::int64_t position_stride =
-      static_cast<std::int64_t>(padded) * k_total + winograd_position_pad;
+  const std::int64_t position_stride = position_stride_of(padded, k_total);
   for (int t = 0; t < padded; ++t) {
     float* tile_out = d + static_cast<std::int64_t>(t) * k_total;
     if (t >= count) {
@@ -652,9 +655,9 @@ void accumulate(const WinogradLayer& l, const float* v, const float* d, int padd
   const std::int64_t k_total = l.out_channels;
   const std::int64_t full = block_vectors * floats;
   for (int p = 0; p < positions; ++p) {
-    const float* vp = v + p * (static_cast<std::int64_t>(padded) * c_total + winograd_position_pad);
-    const float* dp = d + p * (static_cast<std::int64_t>(padded) * k_total + winograd_position_pad);
-    float* wp = w_hat + p * (c_rows * k_total + winograd_position_pad);
+    const float* vp = v + p * position_stride_of(padded, c_total);
+    const float* dp = d + p * position_stride_of(padded, k_total);
+    float* wp = w_hat + p * position_stride_of(c_rows, k_total);
     for (std::int64_t c0 = 0; c0 < c_total; c0 += rows) {
       for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
         const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
@@ -699,7 +702,7 @@ void weight_gradient_with(const WinogradLayer& l, const float* w_hat, int parts,
   const std::int64_t c_total = l.in_channels;
   const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
   const std::int64_t k_total = l.out_channels;
-  const std::int64_t position_stride = c_rows * k_total + winograd_position_pad;
+  const std::int64_t position_stride = position_stride_of(c_rows, k_total);
   for (std::int64_t k = k_begin; k < k_end; k += floats) {
     for (std::int64_t c = 0; c < c_total; ++c) {
       vec x[alpha][alpha];
@@ -773,8 +776,7 @@ struct Winograd1DKernels {
   template <typename F>
   static void each_tile(const WinogradLayer& l, float* block, std::int64_t channels,
                         std::int64_t first, int count, int padded, F f) {
-    const std::int64_t position_stride =
-        static_cast<std::int64_t>(padded) * channels + winograd_position_pad;
+    const std::int64_t position_stride = position_stride_of(padded, channels);
     for (int t = 0; t < padded; ++t) {
       float* tile = block + static_cast<std::int64_t>(t) * channels;
       if (t < count) {
@@ -789,8 +791,7 @@ struct Winograd1DKernels {
                     int padded, float* v) {
     const std::int64_t c_total = l.in_channels;
     const std::int64_t blocks = c_total / floats;
-    const std::int64_t position_stride =
-        static_cast<std::int64_t>(padded) * c_total + winograd_position_pad;
+    const std::int64_t position_stride = position_stride_of(padded, c_total);
     // Where tap j of the window is, relative to its first tap, in floats of one channel plane.
     const std::int64_t step = along_row ? floats : l.width * floats;
     each_tile(l, v, c_total, first, count, padded, [&](float* tile_out, const TilePlace& at) {
@@ -824,8 +825,7 @@ struct Winograd1DKernels {
                      std::int64_t k_end, float* dst) {
     const std::int64_t k_total = l.out_channels;
     const std::int64_t blocks = k_total / floats;
-    const std::int64_t position_stride =
-        static_cast<std::int64_t>(padded) * k_total + winograd_position_pad;
+    const std::int64_t position_stride = position_stride_of(padded, k_total);
     const std::int64_t step = along_row ? floats : l.out_width * floats;
     for (int t = 0; t < count; ++t) {
       const TilePlace at = place(l, first + t);
@@ -866,7 +866,7 @@ struct Winograd1DKernels {
     const std::int64_t c_total = l.in_channels;
     const std::int64_t k_total = l.out_channels;
     const std::int64_t full = block_vectors * floats;
-    const std::int64_t position_stride = c_total * k_total + winograd_position_pad;
+    const std::int64_t position_stride = position_stride_of(c_total, k_total);
     for (std::int64_t k = k_begin; k < k_end; k += floats) {
       const std::int64_t k0 = k / full * full;
       const std::int64_t width = k_total - k0 < full ? k_total - k0 : full;
@@ -895,8 +895,7 @@ struct Winograd1DKernels {
                        int padded, float* d) {
     const std::int64_t k_total = l.out_channels;
     const std::int64_t blocks = k_total / floats;
-    const std::int64_t position_stride =
-        static_cast<std::int64_t>(padded) * k_total + winograd_position_pad;
+    const std::int64_t position_stride = position_stride_of(padded, k_total);
     const std::int64_t step = along_row ? floats : l.out_width * floats;
     each_tile(l, d, k_total, first, count, padded, [&](float* tile_out, const TilePlace& at) {
       const std::int64_t left = along_row ? l.out_width - at.x : l.out_height - at.y;
@@ -925,7 +924,7 @@ struct Winograd1DKernels {
     const std::int64_t c_total = l.in_channels;
     const std::int64_t c_rows = (c_total + rows - 1) / rows * rows;
     const std::int64_t k_total = l.out_channels;
-    const std::int64_t position_stride = c_rows * k_total + winograd_position_pad;
+    const std::int64_t position_stride = position_stride_of(c_rows, k_total);
     for (std::int64_t k = k_begin; k < k_end; k += floats) {
       for (std::int64_t c = 0; c < c_total; ++c) {
         vec x[points];
