@@ -320,30 +320,37 @@ class PointwiseLayerTest : public ::testing::TestWithParam<Layer> {};
 
 bool is_tfpin_1x1(const KernelChoice::Candidate& c) { return c.kernel.rfind("tfpin_1x1", 0) == 0; }
 
-TEST_P(PointwiseLayerTest, OwnKernelWithinTheBound) {
-  const Layer l = GetParam();
+// A layer where tfpin's kernel `prefix` applies when its channels are whole blocks of the ISA's
+// vector: offered then (and only then) among at most `most_candidates`, every trial run within
+// its bound, and the kernel forced alone from the first run in a new runtime (an output it failed
+// to write would not be left over from another candidate's trial run).
+void expect_own_kernel_within(const Layer& l, const std::string& prefix, int most_candidates) {
   const auto [g, inputs, want] = layer_case(l);
-  // The ISA's channel block: the kernel takes channels in whole blocks of it.
   const std::int64_t block = onednn_effective_isa().rfind("avx512", 0) == 0 ? 16 : 8;
   const bool offered = l.c % block == 0 && l.k % block == 0;
   for (unsigned intra : {1u, 2u}) {
     SCOPED_TRACE(describe(l) + fmt::format(", {} threads, block {}", intra, block));
-    const Trials t = run_trials(g, inputs, intra, 3 * 2 + 2);
+    const Trials t = run_trials(g, inputs, intra, 3 * most_candidates + 2);
     const auto count = [&] {
       if (t.choices.empty()) return std::ptrdiff_t{0};
       const auto& c = t.choices[0].candidates;
-      return std::count_if(c.begin(), c.end(), is_tfpin_1x1);
+      return std::count_if(c.begin(), c.end(),
+                           [&](const auto& k) { return k.kernel.rfind(prefix, 0) == 0; });
     }();
-    ASSERT_EQ(count, offered ? 1 : 0) << "tfpin's 1x1 kernel among the candidates";
+    ASSERT_EQ(count, offered ? 1 : 0) << prefix << " among the candidates";
     if (offered) {
       ASSERT_EQ(t.choices.size(), 1U) << "the convolution is a timed choice";
-      expect_candidates_within(t, want, [](const std::string&) { return pointwise_error_bound; });
+      expect_candidates_within(t, want, [](const std::string& kernel) {
+        return is_tfpin_winograd(kernel) ? winograd_error_bound : pointwise_error_bound;
+      });
     }
-    // Alone from the first run in a new runtime: an output it failed to write would not be left
-    // over from another candidate's trial run.
-    const Trials forced = run_trials(g, inputs, intra, 1, true, "tfpin_1x1");
+    const Trials forced = run_trials(g, inputs, intra, 1, true, prefix);
     EXPECT_TRUE(within_bound(forced.outputs.at(0), want, pointwise_error_bound));
   }
+}
+
+TEST_P(PointwiseLayerTest, OwnKernelWithinTheBound) {
+  expect_own_kernel_within(GetParam(), "tfpin_1x1", 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -359,6 +366,35 @@ INSTANTIATE_TEST_SUITE_P(
                       // stride 2: ResNet-50's downsampling layers, and odd sizes
                       Layer{1, 32, 14, 14, 64, {0, 0, 0, 0}, true, true, true, 1, 0, 2},
                       Layer{2, 16, 9, 9, 32, {0, 0, 0, 0}, false, false, true, 1, 0, 2}),
+    [](const ::testing::TestParamInfo<Layer>& p) { return fmt::format("shape{}", p.index); });
+
+// The same kernel for larger kernels (tfpin_direct): a sum of 1x1 convolutions, one per tap, over
+// a zero-bordered copy of the input where the layer pads. Offered at stride 2 and where no
+// Winograd applies (2x2 kernels here). 32 and 48 input channels make passes over the (tap,
+// channel) rows that end inside a tap; 80 output channels the micro-kernel's tails; batch 2 rows
+// of one call in two images; asymmetric padding the borders on one side only.
+// (The bound: pointwise_error_bound, a direct convolution's rounding.)
+class DirectLayerTest : public ::testing::TestWithParam<Layer> {};
+
+TEST_P(DirectLayerTest, OwnKernelWithinTheBound) {
+  // oneDNN's direct and channels-last kernels, tfpin's two stride-2 Winograd kernels and this one
+  expect_own_kernel_within(GetParam(), "tfpin_direct", 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DirectLayerTest,
+    ::testing::Values(
+        // ResNet-50's 3x3 stride 2 (pad 1, even sizes), Inception v3's (no padding, odd sizes)
+        Layer{1, 32, 14, 14, 64, {1, 1, 1, 1}, true, false, true, 3, 0, 2},
+        Layer{2, 48, 17, 17, 80, {0, 0, 0, 0}, false, true, true, 3, 0, 2},
+        Layer{1, 128, 8, 8, 64, {1, 1, 1, 1}, true, true, false, 3, 0, 2},
+        Layer{1, 16, 15, 9, 16, {0, 1, 1, 0}, true, false, false, 3, 0, 2},
+        // 5x5 and 1x3 at stride 2; 2x2 at stride 1 (no Winograd), padded on one side
+        Layer{1, 32, 11, 11, 32, {2, 2, 2, 2}, true, false, true, 5, 0, 2},
+        Layer{1, 16, 9, 12, 48, {0, 1, 0, 1}, false, false, true, 1, 3, 2},
+        Layer{2, 32, 7, 7, 32, {0, 0, 1, 1}, true, true, true, 2, 0, 1},
+        // AVX2 only (8-channel blocks): a last block of one vector
+        Layer{1, 24, 10, 10, 40, {1, 1, 1, 1}, true, false, true, 3, 0, 2}),
     [](const ::testing::TestParamInfo<Layer>& p) { return fmt::format("shape{}", p.index); });
 
 // Not offered where the kernel does not apply: padding, groups, an activation other than ReLU,
@@ -542,6 +578,10 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
       {"tfpin_1x1", resnet, 36},
       {"tfpin_1x1", model == Model::googlenet, 30},
       {"tfpin_1x1", inception, 20},
+      // Its direct kernel of larger kernels: the 3x3 stride-2 layers (ResNet-50's 3, Inception
+      // v3's 4).
+      {"tfpin_direct", resnet, 3},
+      {"tfpin_direct", inception, 4},
   };
   for (const auto& [tile, applies, min_layers] : kernels) {
     if (!applies) continue;
@@ -557,7 +597,10 @@ TEST_P(WinogradModelTest, SameOutputWithEveryThreeByThreeLayerOnTfpinWinograd) {
     }
     EXPECT_GE(layers, min_layers) << forced.description;
     // (plus oneDNN's Winograd where tfpin's does not apply: VGG16's first layer, 3 channels)
-    if (std::string(tile) != "tfpin_1x1") EXPECT_GE(forced.report.winograd_convolutions, layers);
+    const bool winograd = std::string(tile).rfind("tfpin_wino", 0) == 0;
+    if (winograd) {
+      EXPECT_GE(forced.report.winograd_convolutions, layers);
+    }
     const std::vector<float>& q = forced.outputs.at("probabilities");
     EXPECT_TRUE(close(q, p, 2e-3, 2e-4)) << layers << " layers on " << tile;
     EXPECT_NE(q, p);

@@ -265,7 +265,18 @@ static void lower_convolution(Lowering& l, int node) {
       wd[2] == 1 && wd[3] == 1 && w_data != nullptr &&
       add_pointwise_alternative(l, n, n.name, step, *w_data, has_bias, pd.src_desc(),
                                 pd.dst_desc());
-  if (!timed.empty() || own_winograd || channels_last || own_pointwise) ++l.report.timed_choices;
+  // Its direct convolution of larger kernels: at stride 2 (beside the polyphase Winograd and
+  // oneDNN's direct kernels, which at one image stream the weights without fetching ahead:
+  // ResNet-50's layer4.0.conv2 read 53% of the peak there), and where no Winograd applies (at
+  // stride 1 Winograd wins by far: Inception v3's 1x7 layers 1.7x).
+  const bool strided = a.stride[0] != 1 || a.stride[1] != 1;
+  const bool own_direct = (wd[2] != 1 || wd[3] != 1) && w_data != nullptr &&
+                          (strided || (!winograd_layer && !own_winograd)) &&
+                          add_direct_alternative(l, n, step, *w_data, wd[2], wd[3], has_bias,
+                                                 pd.src_desc(), pd.dst_desc());
+  if (!timed.empty() || own_winograd || channels_last || own_pointwise || own_direct) {
+    ++l.report.timed_choices;
+  }
   l.add_step(std::move(step), pd);
   l.define(n.output, pd.dst_desc(), dst);
   l.report.flops += 2.0 * static_cast<double>(od[0] * od[1] * od[2] * od[3]) *

@@ -40,7 +40,14 @@ const PointwiseKernels* kernels_for(std::int64_t block) {
 }
 
 struct PointwiseConvolution {
-  PointwiseLayer layer;
+  PointwiseLayer layer;  // with taps: the padded input's height and width
+  // Padding (tfpin_direct): each run first copies the input into the scratchpad inside zero
+  // borders, and the kernel reads that copy.
+  bool padded = false;
+  std::int64_t src_height = 0;
+  std::int64_t src_width = 0;
+  std::int64_t pad_top = 0;
+  std::int64_t pad_left = 0;
   const PointwiseKernels* kernels = nullptr;
   WinogradOutputOps ops;
   bool has_bias = false;
@@ -66,19 +73,56 @@ struct PointwiseConvolution {
             std::min(layer.out_channels, blocks * (part + 1) / parts * block_width())};
   }
 
-  void run(const float* src, const float* packed, const float* bias, float* dst) const {
+  [[nodiscard]] std::uint64_t scratch_bytes() const {
+    return padded ? static_cast<std::uint64_t>(layer.batch * layer.in_channels * layer.height *
+                                               layer.width) *
+                        sizeof(float)
+                  : 0;
+  }
+
+  // Plane `plane` (an image's block of vector_floats channels) of src into the padded copy.
+  void pad_plane(const float* src, std::int64_t plane, float* padded_src) const {
+    const std::int64_t v = kernels->vector_floats;
+    const float* from = src + plane * src_height * src_width * v;
+    float* to = padded_src + plane * layer.height * layer.width * v;
+    const std::int64_t row = layer.width * v;
+    for (std::int64_t y = 0; y < layer.height; ++y) {
+      float* out = to + y * row;
+      const std::int64_t iy = y - pad_top;
+      if (iy < 0 || iy >= src_height) {
+        std::fill(out, out + row, 0.0f);
+        continue;
+      }
+      std::fill(out, out + pad_left * v, 0.0f);
+      std::copy(from + iy * src_width * v, from + (iy + 1) * src_width * v, out + pad_left * v);
+      std::fill(out + (pad_left + src_width) * v, out + row, 0.0f);
+    }
+  }
+
+  void run(const float* src, const float* packed, const float* bias, float* dst,
+           std::byte* scratch) const {
     WinogradOutputOps with_bias = ops;
     with_bias.bias = has_bias ? bias : nullptr;
     const std::int64_t items = chunks * k_parts;
+    auto* padded_src = reinterpret_cast<float*>(scratch);
 #pragma omp parallel num_threads(threads)
     {
       const auto thread = static_cast<std::int64_t>(omp_get_thread_num());
       const auto team = static_cast<std::int64_t>(omp_get_num_threads());
+      const float* in = src;
+      if (padded) {
+        const std::int64_t planes = layer.batch * layer.in_channels / kernels->vector_floats;
+        for (std::int64_t p = planes * thread / team; p < planes * (thread + 1) / team; ++p) {
+          pad_plane(src, p, padded_src);
+        }
+#pragma omp barrier
+        in = padded_src;
+      }
       for (std::int64_t item = items * thread / team; item < items * (thread + 1) / team; ++item) {
         const std::int64_t first = item / k_parts * chunk;
         const auto [k_begin, k_end] = channels(item % k_parts, k_parts);
         if (k_begin == k_end) continue;
-        kernels->run(layer, src, packed, with_bias, first, std::min(pixels, first + chunk), k_begin,
+        kernels->run(layer, in, packed, with_bias, first, std::min(pixels, first + chunk), k_begin,
                      k_end, next_to_l1, dst);
       }
     }
@@ -95,8 +139,13 @@ void plan(PointwiseConvolution& conv) {
   const std::int64_t threads = conv.threads;
   const std::int64_t blocks = conv.channel_blocks();
   const std::int64_t vector = conv.kernels->vector_floats;
-  const std::int64_t fitting = std::max<std::int64_t>(
-      rows, chunk_bytes / (conv.layer.in_channels * std::int64_t{sizeof(float)}) / rows * rows);
+  // An output pixel's share of the input: C floats, stride_h x stride_w pixels of it with taps
+  // (a 3x3 stride-2 layer's windows overlap; 1x1 strided layers skip the pixels between).
+  const std::int64_t taps = conv.layer.kernel_h * conv.layer.kernel_w;
+  const std::int64_t pixel_bytes = conv.layer.in_channels * std::int64_t{sizeof(float)} *
+                                   (taps > 1 ? conv.layer.stride_h * conv.layer.stride_w : 1);
+  const std::int64_t fitting =
+      std::max<std::int64_t>(rows, chunk_bytes / pixel_bytes / rows * rows);
   const std::int64_t largest = std::min(fitting, (conv.pixels + rows - 1) / rows * rows);
   auto busiest = [&](std::int64_t chunk, std::int64_t chunks, std::int64_t parts) {
     const std::int64_t items = chunks * parts;
@@ -136,42 +185,51 @@ void plan(PointwiseConvolution& conv) {
   }
 }
 
-// K x C weights into blocks of output channels: block k0 at k0 * C, [C][width].
+// K x C x taps weights into blocks of output channels: block k0 at k0 * taps * C, [tap][C][width].
 std::vector<float> pack_weights(const std::vector<float>& oihw, std::int64_t k_total,
-                                std::int64_t c_total, std::int64_t full) {
-  std::vector<float> packed(static_cast<std::size_t>(k_total * c_total));
+                                std::int64_t c_total, std::int64_t taps, std::int64_t full) {
+  std::vector<float> packed(static_cast<std::size_t>(k_total * c_total * taps));
   for (std::int64_t k0 = 0; k0 < k_total; k0 += full) {
     const std::int64_t width = std::min(full, k_total - k0);
-    for (std::int64_t c = 0; c < c_total; ++c) {
-      for (std::int64_t j = 0; j < width; ++j) {
-        packed[static_cast<std::size_t>(k0 * c_total + c * width + j)] =
-            oihw[static_cast<std::size_t>((k0 + j) * c_total + c)];
+    for (std::int64_t t = 0; t < taps; ++t) {
+      for (std::int64_t c = 0; c < c_total; ++c) {
+        for (std::int64_t j = 0; j < width; ++j) {
+          packed[static_cast<std::size_t>(k0 * c_total * taps + (t * c_total + c) * width + j)] =
+              oihw[static_cast<std::size_t>(((k0 + j) * c_total + c) * taps + t)];
+        }
       }
     }
   }
   return packed;
 }
 
-}  // namespace
-
-bool add_pointwise_alternative(Lowering& l, const Node& n, const std::string& name, Step& step,
-                               const std::vector<float>& oihw, bool has_bias, const md_t& src_md,
-                               const md_t& dst_md) {
+// Both alternatives: tfpin_1x1 (kernel 1 x 1, no padding) and tfpin_direct (larger kernels,
+// any padding), from the K x C x kernel_h x kernel_w weights.
+bool add_alternative(Lowering& l, const Node& n, const std::string& name, Step& step,
+                     const std::vector<float>& oihw, std::int64_t kernel_h, std::int64_t kernel_w,
+                     bool has_bias, const md_t& src_md, const md_t& dst_md) {
   if (!l.options.own_pointwise || l.training() || n.kind != OpKind::convolution) return false;
   const auto& a = std::get<Conv2D>(n.attrs);
+  const bool pointwise = kernel_h == 1 && kernel_w == 1;
+  const bool has_padding =
+      std::any_of(a.padding.begin(), a.padding.end(), [](std::int64_t p) { return p != 0; });
   if (a.groups != 1 || a.dilation != std::array<std::int64_t, 2>{1, 1} ||
-      std::any_of(a.padding.begin(), a.padding.end(), [](std::int64_t p) { return p != 0; })) {
+      (pointwise && has_padding) || kernel_h < 1 || kernel_w < 1) {
     return false;
   }
   const auto in = onednn::dims_of(src_md);
   const auto out = onednn::dims_of(dst_md);
   if (in.size() != 4 || out.size() != 4) return false;
+  const std::int64_t padded_h = in[2] + a.padding[0] + a.padding[2];
+  const std::int64_t padded_w = in[3] + a.padding[1] + a.padding[3];
   const std::int64_t block = channel_sliceable_block(src_md).value_or(0);
   const PointwiseKernels* kernels = block > 1 ? kernels_for(block) : nullptr;
   if (kernels == nullptr || channel_sliceable_block(dst_md).value_or(0) != block ||
       in[1] % block != 0 || out[1] % block != 0 ||
-      static_cast<std::int64_t>(oihw.size()) != in[1] * out[1] ||
-      (in[2] - 1) / a.stride[0] + 1 != out[2] || (in[3] - 1) / a.stride[1] + 1 != out[3]) {
+      static_cast<std::int64_t>(oihw.size()) != in[1] * out[1] * kernel_h * kernel_w ||
+      padded_h < kernel_h || padded_w < kernel_w ||
+      (padded_h - kernel_h) / a.stride[0] + 1 != out[2] ||
+      (padded_w - kernel_w) / a.stride[1] + 1 != out[3]) {
     return false;
   }
   // The kernel adds a residual before the first pass over the input channels and applies a ReLU
@@ -187,7 +245,15 @@ bool add_pointwise_alternative(Lowering& l, const Node& n, const std::string& na
   }
 
   auto conv = std::make_shared<PointwiseConvolution>();
-  conv->layer = {in[0], in[1], in[2], in[3], out[1], out[2], out[3], a.stride[0], a.stride[1]};
+  conv->layer = {in[0],  in[1],       in[2],       in[3],    out[1],  out[2],
+                 out[3], a.stride[0], a.stride[1], kernel_h, kernel_w};
+  conv->padded = has_padding;
+  conv->src_height = in[2];
+  conv->src_width = in[3];
+  conv->pad_top = a.padding[0];
+  conv->pad_left = a.padding[1];
+  conv->layer.height = padded_h;
+  conv->layer.width = padded_w;
   conv->kernels = kernels;
   conv->ops = ops;
   conv->has_bias = has_bias;
@@ -196,22 +262,41 @@ bool add_pointwise_alternative(Lowering& l, const Node& n, const std::string& na
   conv->pixels = out[0] * out[2] * out[3];
   plan(*conv);
 
-  const md_t packed_md({out[1] * in[1]}, dnnl::memory::data_type::f32, tag::x);
+  const std::int64_t taps = kernel_h * kernel_w;
+  const md_t packed_md({out[1] * in[1] * taps}, dnnl::memory::data_type::f32, tag::x);
+  const char* prefix = pointwise ? pointwise_prefix : direct_prefix;
   Alternative alt;
   alt.args = step.args;
-  alt.args[1] = Arg::in(DNNL_ARG_WEIGHTS,
-                        l.constant_values(pack_weights(oihw, out[1], in[1], conv->block_width()),
-                                          packed_md, packed_md, name + ":tfpin_1x1_weights"),
-                        packed_md);
-  alt.impl = fmt::format("{}:{}", pointwise_prefix, block == 16 ? "avx512" : "avx2");
+  alt.args[1] =
+      Arg::in(DNNL_ARG_WEIGHTS,
+              l.constant_values(pack_weights(oihw, out[1], in[1], taps, conv->block_width()),
+                                packed_md, packed_md, fmt::format("{}:{}_weights", name, prefix)),
+              packed_md);
+  alt.impl = fmt::format("{}:{}", prefix, block == 16 ? "avx512" : "avx2");
+  alt.scratchpad_bytes = conv->scratch_bytes();
   alt.kernel = [conv](const KernelCall& call) {
     const auto& d = call.data;
     conv->run(static_cast<const float*>(d[0]), static_cast<const float*>(d[1]),
               conv->has_bias ? static_cast<const float*>(d[2]) : nullptr,
-              static_cast<float*>(d.back()));
+              static_cast<float*>(d.back()), call.scratch);
   };
   step.alternatives.push_back(std::move(alt));
   return true;
+}
+
+}  // namespace
+
+bool add_pointwise_alternative(Lowering& l, const Node& n, const std::string& name, Step& step,
+                               const std::vector<float>& oihw, bool has_bias, const md_t& src_md,
+                               const md_t& dst_md) {
+  return add_alternative(l, n, name, step, oihw, 1, 1, has_bias, src_md, dst_md);
+}
+
+bool add_direct_alternative(Lowering& l, const Node& n, Step& step, const std::vector<float>& oihw,
+                            std::int64_t kernel_h, std::int64_t kernel_w, bool has_bias,
+                            const md_t& src_md, const md_t& dst_md) {
+  if (kernel_h == 1 && kernel_w == 1) return false;
+  return add_alternative(l, n, n.name, step, oihw, kernel_h, kernel_w, has_bias, src_md, dst_md);
 }
 
 }  // namespace tfpin::engine::detail

@@ -14,18 +14,18 @@ namespace {
 
 constexpr int rows = 6;  // output pixels per micro-kernel call
 
-// height output pixels x (vectors * floats) output channels: the sum over input channels
-// [c_begin, c_begin + c_blocks * floats) of a pixel's channel (broadcast) times a row of the packed
-// weights (vectors). Pixel r's channel block cb starts at a[r] + cb * a_block_stride (the
-// nChw{V}c plane of block cb); the weights' row c at b + c * width; output vector k of pixel r at
+// height output pixels x (vectors * floats) output channels: the sum over c_blocks blocks of input
+// channels of a pixel's channel (broadcast) times a row of the packed weights (vectors). Pixel r's
+// block cb starts at a[r] + block_offsets[cb] (the nChw{V}c plane of the block's channels, from
+// the block's tap on); the weights' row c at b + c * width; output vector k of pixel r at
 // c[r] + k * c_vector_stride. The first pass over the input channels starts from the bias (and
 // the residual, a leading sum op), later ones from the partial sums in dst; the last applies the
 // ReLU. While it runs it asks for its share of `next` (the weights of the pass after this one, in
 // c_blocks slices of next_slice_lines cache lines; of each slice lines first_row, first_row +
 // every, ...) to be brought into L1 (prefetcht0) where it has room for both passes, else into L2.
 template <int vectors, int height>
-void pixel_rows(const float* const (&a)[rows], std::int64_t a_block_stride, std::int64_t c_blocks,
-                const float* b, std::int64_t width, float* const (&c)[rows],
+void pixel_rows(const float* const (&a)[rows], const std::int64_t* block_offsets,
+                std::int64_t c_blocks, const float* b, std::int64_t width, float* const (&c)[rows],
                 std::int64_t c_vector_stride, const float* bias, bool first_pass, bool last_pass,
                 bool residual, bool relu, const float* next, std::int64_t next_slice_lines,
                 bool next_to_l1, int first_row, int every) {
@@ -42,7 +42,7 @@ void pixel_rows(const float* const (&a)[rows], std::int64_t a_block_stride, std:
   constexpr int line_floats = 64 / sizeof(float);
   const std::int64_t next_lines = next != nullptr ? next_slice_lines : 0;
   for (std::int64_t cb = 0; cb < c_blocks; ++cb) {
-    const std::int64_t offset = cb * a_block_stride;
+    const std::int64_t offset = block_offsets[cb];
     const float* block = b + cb * floats * width;
     for (std::int64_t line = first_row; line < next_lines; line += every) {
       const float* at = next + (cb * next_slice_lines + line) * line_floats;
@@ -76,28 +76,26 @@ void pixel_rows(const float* const (&a)[rows], std::int64_t a_block_stride, std:
   }
 }
 
-// One block of output channels (vectors wide, starting at k0) for pixels [first, end), input
-// channels [c_begin, c_end); next: the next_floats weights of the pass after it (or null).
+// One block of output channels (vectors wide, starting at k0) for pixels [first, end), over the
+// c_blocks blocks of input channels of one pass (block cb block_offsets[cb] floats from a pixel's
+// first), weights b (the pass's rows of the block); next: the next_floats weights of the pass
+// after it (or null).
 template <int vectors>
-void channel_block(const PointwiseLayer& l, const float* src, const float* packed,
+void channel_block(const PointwiseLayer& l, const float* src, const float* b,
                    const WinogradOutputOps& ops, std::int64_t first, std::int64_t end,
-                   std::int64_t k0, std::int64_t c_begin, std::int64_t c_end, const float* next,
-                   std::int64_t next_floats, bool next_to_l1, float* dst) {
+                   std::int64_t k0, const std::int64_t* block_offsets, std::int64_t c_blocks,
+                   bool first_pass, bool last_pass, const float* next, std::int64_t next_floats,
+                   bool next_to_l1, float* dst) {
   if (end <= first) return;
   const std::int64_t c_total = l.in_channels;
-  const std::int64_t in_plane = l.height * l.width * floats;
   const std::int64_t out_pixels = l.out_height * l.out_width;
   const std::int64_t out_plane = out_pixels * floats;
   const std::int64_t in_image = c_total * l.height * l.width;
   const std::int64_t out_image = l.out_channels * out_pixels;
   const std::int64_t width = vectors * floats;
-  const float* b = packed + k0 * c_total + c_begin * width;
   const float* bias = ops.bias != nullptr ? ops.bias + k0 : nullptr;
-  const std::int64_t c_blocks = (c_end - c_begin) / floats;
   const bool residual = ops.count > 0 && ops.ops[0] == WinogradPostOp::sum;
   const bool relu = ops.count > (residual ? 1 : 0);
-  const bool first_pass = c_begin == 0;
-  const bool last_pass = c_end == c_total;
   constexpr std::int64_t line_floats = 64 / sizeof(float);
   const std::int64_t next_slice_lines = (next_floats / line_floats + c_blocks - 1) / c_blocks;
   const int calls = static_cast<int>((end - first + rows - 1) / rows);
@@ -106,7 +104,6 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
   std::int64_t image = first / out_pixels;
   std::int64_t y = first % out_pixels / l.out_width;
   std::int64_t x = first % out_pixels % l.out_width;
-  const float* a_base = src + (c_begin / floats) * in_plane;
   float* c_base = dst + (k0 / floats) * out_plane;
   std::int64_t a_at = image * in_image + (y * l.stride_h * l.width + x * l.stride_w) * floats;
   std::int64_t c_at = image * out_image + (y * l.out_width + x) * floats;
@@ -130,7 +127,7 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
         c[r] = c[0];
         continue;
       }
-      a[r] = a_base + a_at;
+      a[r] = src + a_at;
       c[r] = c_base + c_at;
       a_at += a_step;
       c_at += floats;
@@ -145,9 +142,9 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* packe
       }
     }
     auto rows_of = [&]<int height>() {
-      pixel_rows<vectors, height>(a, in_plane, c_blocks, b, width, c, out_plane, bias, first_pass,
-                                  last_pass, residual, relu, next, next_slice_lines, next_to_l1,
-                                  call, calls);
+      pixel_rows<vectors, height>(a, block_offsets, c_blocks, b, width, c, out_plane, bias,
+                                  first_pass, last_pass, residual, relu, next, next_slice_lines,
+                                  next_to_l1, call, calls);
     };
     switch (count) {
       case 1:
@@ -178,47 +175,66 @@ std::int64_t pass_of(std::int64_t width) {
   return pass < floats ? floats : pass;
 }
 
+// Blocks of input channels in a pass at most (one vector of output channels wide).
+constexpr std::int64_t max_pass_blocks = pointwise_pass_bytes / (floats * 4) / floats;
+
 void run(const PointwiseLayer& l, const float* src, const float* packed,
          const WinogradOutputOps& ops, std::int64_t first, std::int64_t end, std::int64_t k_begin,
          std::int64_t k_end, bool next_to_l1, float* dst) {
   const std::int64_t full = block_vectors * floats;
   const std::int64_t c_total = l.in_channels;
+  const std::int64_t in_plane = l.height * l.width * floats;
+  // The sum runs over rows (tap, input channel), tap-major, as the packed weights hold them; a
+  // pass may end in one tap and go on in the next (a 3x3 layer of 128 channels has passes of
+  // 96 over its 1152 rows, not 96 and 32 per tap).
+  const std::int64_t reduction = l.kernel_h * l.kernel_w * c_total;
+  std::int64_t block_offsets[max_pass_blocks];
   for (std::int64_t k0 = k_begin; k0 < k_end; k0 += full) {
     const std::int64_t width = k_end - k0 < full ? k_end - k0 : full;
     const std::int64_t pass = pass_of(width);
-    for (std::int64_t c_begin = 0; c_begin < c_total; c_begin += pass) {
-      const std::int64_t c_end = c_total - c_begin < pass ? c_total : c_begin + pass;
-      // The pass after this one, fetched while this one runs: the block's next input channels,
-      // or the next block's first (a pass's weights are contiguous).
+    const float* block = packed + k0 * reduction;
+    for (std::int64_t r_begin = 0; r_begin < reduction; r_begin += pass) {
+      const std::int64_t r_end = reduction - r_begin < pass ? reduction : r_begin + pass;
+      const std::int64_t c_blocks = (r_end - r_begin) / floats;
+      for (std::int64_t cb = 0; cb < c_blocks; ++cb) {
+        const std::int64_t row = r_begin + cb * floats;
+        const std::int64_t tap = row / c_total;
+        block_offsets[cb] = ((tap / l.kernel_w) * l.width + tap % l.kernel_w) * floats +
+                            (row % c_total) / floats * in_plane;
+      }
+      const float* b = block + r_begin * width;
+      // The pass after this one, fetched while this one runs: the block's next rows (a block's
+      // rows are contiguous), or the next block's first.
       const float* next = nullptr;
       std::int64_t next_floats = 0;
-      if (c_end < c_total) {
-        next = packed + k0 * c_total + c_end * width;
-        next_floats = ((c_total - c_end < pass ? c_total : c_end + pass) - c_end) * width;
+      if (r_end < reduction) {
+        next = block + r_end * width;
+        next_floats = ((reduction - r_end < pass ? reduction : r_end + pass) - r_end) * width;
       } else if (k0 + width < k_end) {
         const std::int64_t next_width = k_end - k0 - width < full ? k_end - k0 - width : full;
         const std::int64_t next_pass = pass_of(next_width);
-        next = packed + (k0 + width) * c_total;
-        next_floats = (c_total < next_pass ? c_total : next_pass) * next_width;
+        next = packed + (k0 + width) * reduction;
+        next_floats = (reduction < next_pass ? reduction : next_pass) * next_width;
       }
+      auto block_of = [&]<int vectors>() {
+        channel_block<vectors>(l, src, b, ops, first, end, k0, block_offsets, c_blocks,
+                               r_begin == 0, r_end == reduction, next, next_floats, next_to_l1,
+                               dst);
+      };
       switch (width / floats) {
         case 1:
-          channel_block<1>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_floats,
-                           next_to_l1, dst);
+          block_of.template operator()<1>();
           break;
 #if TFPIN_WINOGRAD_FLOATS == 16
         case 2:
-          channel_block<2>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_floats,
-                           next_to_l1, dst);
+          block_of.template operator()<2>();
           break;
         case 3:
-          channel_block<3>(l, src, packed, ops, first, end, k0, c_begin, c_end, next, next_floats,
-                           next_to_l1, dst);
+          block_of.template operator()<3>();
           break;
 #endif
         default:
-          channel_block<block_vectors>(l, src, packed, ops, first, end, k0, c_begin, c_end, next,
-                                       next_floats, next_to_l1, dst);
+          block_of.template operator()<block_vectors>();
           break;
       }
     }

@@ -8,7 +8,8 @@
 // Layouts: activations nChw{V}c (V = the vector width: 8 floats with AVX2, 16 with AVX-512),
 // channels in whole blocks; weights packed once at compile time into blocks of output channels,
 // block k0 at packed + k0 * C holding [C][width] (width = max_block_vectors vectors, or what is
-// left of K), as the Winograd U of one position.
+// left of K), as the Winograd U of one position; with taps (kernel_h x kernel_w), block k0 at
+// packed + k0 * taps * C holding [tap][C][width].
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,11 @@ struct PointwiseLayer {
   std::int64_t out_width = 0;
   std::int64_t stride_h = 1;  // output pixel (y, x) reads input pixel (stride_h y, stride_w x)
   std::int64_t stride_w = 1;
+  // A kernel_h x kernel_w convolution (tfpin_direct) is a sum of 1x1 ones, one per tap (i, j),
+  // each reading the input from pixel (i, j) on: the input is already padded (height and width
+  // are the padded ones).
+  std::int64_t kernel_h = 1;
+  std::int64_t kernel_w = 1;
 };
 
 // Weights per pass of the micro-kernel over a block's input channels (pointwise_kernels.cpp): a
