@@ -370,9 +370,11 @@ INSTANTIATE_TEST_SUITE_P(
 
 // The same kernel for larger kernels (tfpin_direct): a sum of 1x1 convolutions, one per tap, over
 // a zero-bordered copy of the input where the layer pads. Offered at stride 2 and where no
-// Winograd applies (2x2 kernels here). 32 and 48 input channels make passes over the (tap,
-// channel) rows that end inside a tap; 80 output channels the micro-kernel's tails; batch 2 rows
-// of one call in two images; asymmetric padding the borders on one side only.
+// Winograd applies (2x2 kernels here). 80 and 128 input channels make passes over the (tap,
+// channel) rows that end inside a tap (passes of 96 rows with AVX-512's 64-channel blocks, 384
+// and 768 with AVX2's 16 and 8); 80 output channels the micro-kernel's tails; batch 2 rows of one
+// call in two images; asymmetric padding the borders on one side only; a 2x2 input padded to
+// 4x4 a kernel wider than the input.
 // (The bound: pointwise_error_bound, a direct convolution's rounding.)
 class DirectLayerTest : public ::testing::TestWithParam<Layer> {};
 
@@ -394,8 +396,58 @@ INSTANTIATE_TEST_SUITE_P(
         Layer{1, 16, 9, 12, 48, {0, 1, 0, 1}, false, false, true, 1, 3, 2},
         Layer{2, 32, 7, 7, 32, {0, 0, 1, 1}, true, true, true, 2, 0, 1},
         // AVX2 only (8-channel blocks): a last block of one vector
-        Layer{1, 24, 10, 10, 40, {1, 1, 1, 1}, true, false, true, 3, 0, 2}),
+        Layer{1, 24, 10, 10, 40, {1, 1, 1, 1}, true, false, true, 3, 0, 2},
+        // passes ending inside taps on both ISAs, with full blocks and with one-vector ones
+        Layer{1, 80, 9, 9, 64, {1, 1, 1, 1}, true, true, true, 3, 0, 2},
+        Layer{2, 80, 6, 6, 16, {1, 1, 1, 1}, false, true, true, 3, 0, 2},
+        Layer{1, 32, 2, 2, 32, {1, 1, 1, 1}, true, false, true, 3, 0, 2}),
     [](const ::testing::TestParamInfo<Layer>& p) { return fmt::format("shape{}", p.index); });
+
+// tfpin_direct where it applies (3x3 stride 2, a 2x2 kernel at stride 1), and not where it does
+// not: dilation, groups, an activation other than ReLU, channels that are not whole blocks, and a
+// 3x3 stride-1 layer (Winograd's).
+TEST(Direct, OfferedOnlyWhereItApplies) {
+  struct Case {
+    const char* what;
+    std::int64_t k;
+    std::int64_t kernel;
+    std::int64_t stride;
+    std::int64_t groups;
+    std::int64_t dilation;
+    bool sigmoid;
+    bool offered;
+  };
+  for (const Case& c : {Case{"3x3 stride 2", 32, 3, 2, 1, 1, false, true},
+                        Case{"2x2 stride 1", 32, 2, 1, 1, 1, false, true},
+                        Case{"3x3 stride 1", 32, 3, 1, 1, 1, false, false},
+                        Case{"dilation 2", 32, 3, 2, 1, 2, false, false},
+                        Case{"2 groups", 32, 3, 2, 2, 1, false, false},
+                        Case{"sigmoid", 32, 3, 2, 1, 1, true, false},
+                        Case{"20 output channels", 20, 3, 2, 1, 1, false, false}}) {
+    SCOPED_TRACE(c.what);
+    Graph g;
+    Conv2D attrs;
+    attrs.groups = c.groups;
+    attrs.stride = {c.stride, c.stride};
+    attrs.dilation = {c.dilation, c.dilation};
+    attrs.padding = {1, 1, 1, 1};
+    const std::int64_t weights = c.k * 32 / c.groups * c.kernel * c.kernel;
+    TensorId y = g.convolution(
+        g.input("x", {1, 32, 9, 9}),
+        g.constant("w", {c.k, 32 / c.groups, c.kernel, c.kernel},
+                   random_vector(static_cast<std::size_t>(weights), 2)),
+        no_tensor, attrs, "conv");
+    if (c.sigmoid) y = g.eltwise(y, Eltwise{EltwiseKind::sigmoid});
+    g.output(y, "y");
+    const Trials t = run_trials(g, {{"x", random_vector(32 * 81, 1)}}, 2, 3 * 8 + 2);
+    const bool offered = std::any_of(t.choices.begin(), t.choices.end(), [](const auto& choice) {
+      return std::any_of(choice.candidates.begin(), choice.candidates.end(), [](const auto& k) {
+        return k.kernel.rfind("tfpin_direct", 0) == 0;
+      });
+    });
+    EXPECT_EQ(offered, c.offered);
+  }
+}
 
 // Not offered where the kernel does not apply: padding, groups, an activation other than ReLU,
 // channels that are not whole blocks.

@@ -177,6 +177,7 @@ std::int64_t pass_of(std::int64_t width) {
 
 // Blocks of input channels in a pass at most (one vector of output channels wide).
 constexpr std::int64_t max_pass_blocks = pointwise_pass_bytes / (floats * 4) / floats;
+static_assert(max_pass_blocks >= 1, "pass_of() clamps a pass to one block");
 
 void run(const PointwiseLayer& l, const float* src, const float* packed,
          const WinogradOutputOps& ops, std::int64_t first, std::int64_t end, std::int64_t k_begin,
