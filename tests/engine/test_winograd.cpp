@@ -432,18 +432,16 @@ TEST(Direct, OfferedOnlyWhereItApplies) {
     attrs.dilation = {c.dilation, c.dilation};
     attrs.padding = {1, 1, 1, 1};
     const std::int64_t weights = c.k * 32 / c.groups * c.kernel * c.kernel;
-    TensorId y = g.convolution(
-        g.input("x", {1, 32, 9, 9}),
-        g.constant("w", {c.k, 32 / c.groups, c.kernel, c.kernel},
-                   random_vector(static_cast<std::size_t>(weights), 2)),
-        no_tensor, attrs, "conv");
+    TensorId y = g.convolution(g.input("x", {1, 32, 9, 9}),
+                               g.constant("w", {c.k, 32 / c.groups, c.kernel, c.kernel},
+                                          random_vector(static_cast<std::size_t>(weights), 2)),
+                               no_tensor, attrs, "conv");
     if (c.sigmoid) y = g.eltwise(y, Eltwise{EltwiseKind::sigmoid});
     g.output(y, "y");
     const Trials t = run_trials(g, {{"x", random_vector(32 * 81, 1)}}, 2, 3 * 8 + 2);
     const bool offered = std::any_of(t.choices.begin(), t.choices.end(), [](const auto& choice) {
-      return std::any_of(choice.candidates.begin(), choice.candidates.end(), [](const auto& k) {
-        return k.kernel.rfind("tfpin_direct", 0) == 0;
-      });
+      return std::any_of(choice.candidates.begin(), choice.candidates.end(),
+                         [](const auto& k) { return k.kernel.rfind("tfpin_direct", 0) == 0; });
     });
     EXPECT_EQ(offered, c.offered);
   }
