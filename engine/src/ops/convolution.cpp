@@ -270,8 +270,7 @@ static void lower_convolution(Lowering& l, int node) {
   // ResNet-50's layer4.0.conv2 read 53% of the peak there), and where no Winograd applies (at
   // stride 1 Winograd wins by far: Inception v3's 1x7 layers 1.7x).
   const bool strided = a.stride[0] != 1 || a.stride[1] != 1;
-  const bool own_direct = (wd[2] != 1 || wd[3] != 1) && w_data != nullptr &&
-                          (strided || (!winograd_layer && !own_winograd)) &&
+  const bool own_direct = w_data != nullptr && (strided || (!winograd_layer && !own_winograd)) &&
                           add_direct_alternative(l, n, step, *w_data, wd[2], wd[3], has_bias,
                                                  pd.src_desc(), pd.dst_desc());
   if (!timed.empty() || own_winograd || channels_last || own_pointwise || own_direct) {

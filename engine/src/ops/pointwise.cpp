@@ -245,15 +245,13 @@ bool add_alternative(Lowering& l, const Node& n, const std::string& name, Step& 
   }
 
   auto conv = std::make_shared<PointwiseConvolution>();
-  conv->layer = {in[0],  in[1],       in[2],       in[3],    out[1],  out[2],
+  conv->layer = {in[0],  in[1],       padded_h,    padded_w, out[1],  out[2],
                  out[3], a.stride[0], a.stride[1], kernel_h, kernel_w};
   conv->padded = has_padding;
   conv->src_height = in[2];
   conv->src_width = in[3];
   conv->pad_top = a.padding[0];
   conv->pad_left = a.padding[1];
-  conv->layer.height = padded_h;
-  conv->layer.width = padded_w;
   conv->kernels = kernels;
   conv->ops = ops;
   conv->has_bias = has_bias;
