@@ -34,7 +34,10 @@ shape the runner: Debian 13's torch asserts on max_pool2d in TorchScript outside
 its NNC fuser hangs in LLVM code generation (switched off); it sends small-batch 1x1 convolutions to
 BLAS, so the root has Debian's OpenMP OpenBLAS (libopenblas0-openmp). The PyTorch peers get the
 malloc PyTorch's CPU launcher (torch.backends.xeon.run_cpu) preloads: tcmalloc, or --torch-malloc
-jemalloc (with the launcher's MALLOC_CONF) or glibc; the report names it.
+jemalloc (with the launcher's MALLOC_CONF) or glibc; the report names it. The peers on oneDNN 3.x
+(PyTorch, ort-dnnl) also get tfpin's answer to oneDNN's cache-size query preloaded, as the root's
+tfpin has it built in: where a hypervisor hides CPUID leaf 0x8000001D oneDNN 3.x would otherwise
+crash or compute garbage; elsewhere it forwards to oneDNN's own answer.
 
     bench/engine_vs_pytorch.py --models resnet50,googlenet --batch_size 32 --threads 2
     bench/engine_vs_pytorch.py --train --models resnet50 --batch_size 32 --rounds 3
@@ -206,6 +209,11 @@ TORCH_MALLOCS = {
     "glibc": (None, {}),
 }
 ROOT_TFPIN = "/opt/tfpin-build/cli/tfpin"
+# tfpin's answer to oneDNN's cache-size query (engine/src/onednn_cache_sizes.cpp), preloaded into
+# the peers that run oneDNN 3.x (PyTorch, ONNX Runtime's oneDNN provider): where a hypervisor hides
+# CPUID leaf 0x8000001D they would crash or compute garbage without it, as tfpin would; elsewhere it
+# forwards to oneDNN's own answer and changes nothing.
+ROOT_CACHE_SIZES = "/opt/tfpin-build/engine/libtfpin-onednn-cache-sizes.so"
 
 
 class Root:
@@ -255,6 +263,9 @@ def run_peer(root, peer, model, args, blas):
     env = blas.apply(peer_env(args))
     if peer.startswith("torch"):
         env.update(torch_malloc_env(args.torch_malloc))
+    if (peer.startswith("torch") or peer == "ort-dnnl") and \
+            (root.path / ROOT_CACHE_SIZES.lstrip("/")).exists():
+        env["LD_PRELOAD"] = " ".join(filter(None, [ROOT_CACHE_SIZES, env.get("LD_PRELOAD")]))
     steps = str(max(3, args.num_batches // 2))
     res = subprocess.run(root.command("/usr/bin/python3", "-c", PEER_RUNNER, peer, model,
                                       str(args.batch_size), str(args.threads), steps,

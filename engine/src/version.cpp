@@ -1,10 +1,8 @@
 #include "tfpin/engine/version.hpp"
 
-#include <cpuid.h>
 #include <fmt/format.h>
 
-#include <cstring>
-
+#include "onednn_cache_sizes.hpp"
 #include "onednn_compat.hpp"
 
 namespace tfpin::engine {
@@ -15,11 +13,16 @@ namespace {
 
 std::string runtime_name(unsigned runtime) {
   switch (runtime) {
-    case DNNL_RUNTIME_OMP: return "OpenMP";
-    case DNNL_RUNTIME_TBB: return "TBB";
-    case DNNL_RUNTIME_SEQ: return "sequential";
-    case DNNL_RUNTIME_THREADPOOL: return "threadpool";
-    default: return "other";
+    case DNNL_RUNTIME_OMP:
+      return "OpenMP";
+    case DNNL_RUNTIME_TBB:
+      return "TBB";
+    case DNNL_RUNTIME_SEQ:
+      return "sequential";
+    case DNNL_RUNTIME_THREADPOOL:
+      return "threadpool";
+    default:
+      return "other";
   }
 }
 
@@ -37,38 +40,25 @@ LibraryVersion onednn_build_version() {
           runtime_name(DNNL_CPU_RUNTIME)};
 }
 
-namespace {
-
-// Whether CPUID describes the caches the way oneDNN >= 3.2 (its Xbyak) reads them on AMD CPUs:
-// leaf 0x8000001D, subleaf 0 the L1 data cache, 2 the L2. A cache type of 0 means "no cache".
-bool amd_cache_leaf_zeroed() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  char vendor[13] = {};
-  std::memcpy(vendor, &ebx, 4);
-  std::memcpy(vendor + 4, &edx, 4);
-  std::memcpy(vendor + 8, &ecx, 4);
-  if (std::strcmp(vendor, "AuthenticAMD") != 0) return false;  // Xbyak's AMD branch only
-  for (unsigned subleaf : {0U, 2U}) {
-    __cpuid_count(0x8000001D, subleaf, eax, ebx, ecx, edx);
-    if ((eax & 0x1FU) == 0) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 std::string onednn_unusable_reason() {
   const LibraryVersion v = onednn_runtime_version();
   if (v.major < 3 || (v.major == 3 && v.minor < 2)) return {};
-  static const bool zeroed = amd_cache_leaf_zeroed();
+  static const bool zeroed = detail::amd_cache_leaf_zeroed();
   if (!zeroed) return {};
+  // tfpin answers oneDNN's cache-size queries itself there (onednn_cache_sizes.hpp), unless
+  // turned off or unable to.
+  static const std::string not_supplied = [] {
+    if (!detail::cache_sizes_wanted()) return std::string("TFPIN_ONEDNN_CACHE_SIZES=off");
+    return detail::cache_sizes_not_supplied_reason();
+  }();
+  if (not_supplied.empty()) return {};
   return fmt::format(
       "oneDNN {} cannot run on this CPU: it takes an AMD CPU's cache sizes from CPUID leaf "
       "0x8000001D alone, which reads zero here (a hypervisor that hides it), and then sizes its "
-      "kernels for 1-byte caches, which crash (SIGFPE) or compute wrong results. Use a tfpin "
-      "built with oneDNN 2.x, run on bare metal, or have the hypervisor expose that leaf",
-      v.text());
+      "kernels for 1-byte caches, which crash (SIGFPE) or compute wrong results; tfpin supplies "
+      "them where it can, but not here ({}). Use a tfpin built with oneDNN 2.x, run on bare "
+      "metal, or have the hypervisor expose that leaf",
+      v.text(), not_supplied);
 }
 
 bool onednn_offers_winograd() {
@@ -79,10 +69,9 @@ bool onednn_offers_winograd() {
     const dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
     const onednn::md_t data({4, 64, 14, 14}, f32, tag::any);
     const onednn::md_t weights({64, 64, 3, 3}, f32, tag::any);
-    onednn::convolution_forward(cpu, dnnl::prop_kind::forward_inference,
-                                dnnl::algorithm::convolution_winograd, data, weights,
-                                onednn::md_t(), data, {{1, 1}, {0, 0}, {1, 1}, {1, 1}},
-                                dnnl::primitive_attr());
+    onednn::convolution_forward(
+        cpu, dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, data,
+        weights, onednn::md_t(), data, {{1, 1}, {0, 0}, {1, 1}, {1, 1}}, dnnl::primitive_attr());
     return true;
   } catch (const dnnl::error&) {
     return false;
