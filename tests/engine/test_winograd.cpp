@@ -853,7 +853,12 @@ TEST(Winograd, TrainingOnStrideTwoAndOneDimensionalTiles) {
         check(std::string(layer) + ":backward_data", stride2 + "_transposed");
       }
       EXPECT_GE(backward_weights, 1) << description;
-      EXPECT_GE(backward_data, 1) << description;
+      // oneDNN 2.6 gives a stride-2 data gradient blocked layouts, where tfpin's transposed
+      // Winograd is offered; oneDNN 3.7 (AVX-512, seen on Zen 5) picks channels-last for it and
+      // its brgemm kernel, which tfpin's kernels do not read, so there none may have one.
+      if (onednn_runtime_version().major < 3) {
+        EXPECT_GE(backward_data, 1) << description;
+      }
       if (all) {
         const std::pair<const char*, const char*> one_dimensional[] = {
             {"row", "tfpin_wino_1x4_1x7"},
