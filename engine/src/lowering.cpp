@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 namespace tfpin::engine::detail {
 
@@ -146,23 +147,36 @@ int Lowering::read_as(int v, const md_t& want) {
 
 int Lowering::constant_values(const std::vector<float>& values, const md_t& user, const md_t& want,
                               std::string name) {
-  Buffer b;
-  b.kind = BufferKind::weights;
-  b.bytes = want.get_size();
-  b.name = std::move(name);
-  b.owned = allocate_aligned(b.bytes);
-  if (!b.owned) throw std::bad_alloc();
+  const auto [buffer, data] = new_constant(want, std::move(name));
   if (user == want) {
-    std::memcpy(b.owned.get(), values.data(), values.size() * sizeof(float));
+    std::memcpy(data, values.data(), values.size() * sizeof(float));
   } else {
     dnnl::memory src(user, engine, const_cast<float*>(values.data()));
-    dnnl::memory dst(want, engine, b.owned.get());
+    dnnl::memory dst(want, engine, data);
     dnnl::reorder(src, dst).execute(compile_stream, src, dst);
     compile_stream.wait();
   }
+  return buffer;
+}
+
+Lowering::NewConstant Lowering::new_constant(const md_t& md, std::string name) {
+  Buffer b;
+  b.kind = BufferKind::weights;
+  b.bytes = md.get_size();
+  b.name = std::move(name);
+  b.owned = allocate_aligned(b.bytes);
+  if (!b.owned) throw std::bad_alloc();
+  auto* data = reinterpret_cast<float*>(b.owned.get());
+  // The engine's tests set TFPIN_TEST_POISON_WEIGHTS: every element a packing leaves unwritten
+  // is then a NaN that reaches the outputs they compare (deterministic, unlike MALLOC_PERTURB_,
+  // which cannot reach fresh mmap'd pages and tripled the whole-model suites' time).
+  static const bool poison = std::getenv("TFPIN_TEST_POISON_WEIGHTS") != nullptr;
+  if (poison) {
+    std::fill_n(data, b.bytes / sizeof(float), std::numeric_limits<float>::quiet_NaN());
+  }
   report.weight_bytes += b.bytes;
   buffers.push_back(std::move(b));
-  return static_cast<int>(buffers.size() - 1);
+  return {static_cast<int>(buffers.size() - 1), data};
 }
 
 int Lowering::constant_as(int v, const md_t& user, const md_t& want) {

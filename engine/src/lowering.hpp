@@ -197,6 +197,13 @@ class Lowering {
   int constant_as(int v, const md_t& user, const md_t& want);
   int constant_values(const std::vector<float>& values, const md_t& user, const md_t& want,
                       std::string name);
+  // A weights buffer of md's size, uninitialised, for a kernel's own packing to fill in place at
+  // compile time (no intermediate vector: VGG16's packed weights are hundreds of MB per tile).
+  struct NewConstant {
+    int buffer;
+    float* data;
+  };
+  NewConstant new_constant(const md_t& md, std::string name);
   void define(int v, const md_t& md, int buffer);
 
   // Training ----------------------------------------------------------------------------------

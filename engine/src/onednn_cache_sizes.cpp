@@ -52,13 +52,16 @@ bool amd_cache_leaf_zeroed() {
   return false;
 }
 
+bool onednn_reads_amd_cache_leaf() {
+  const dnnl_version_t* v = dnnl_version();
+  return v->major > 3 || (v->major == 3 && v->minor >= 2);
+}
+
 bool cache_sizes_wanted() {
   static const bool wanted = [] {
     const char* setting = std::getenv("TFPIN_ONEDNN_CACHE_SIZES");
     if (setting != nullptr && std::strcmp(setting, "off") == 0) return false;
-    const dnnl_version_t* v = dnnl_version();
-    const bool reads_leaf = v->major > 3 || (v->major == 3 && v->minor >= 2);
-    return reads_leaf && amd_cache_leaf_zeroed();
+    return onednn_reads_amd_cache_leaf() && amd_cache_leaf_zeroed();
   }();
   return wanted;
 }

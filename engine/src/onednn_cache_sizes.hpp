@@ -9,6 +9,9 @@
 
 namespace tfpin::engine::detail {
 
+// Whether the loaded oneDNN takes an AMD CPU's cache sizes from CPUID leaf 0x8000001D alone:
+// oneDNN 3.2 and later.
+bool onednn_reads_amd_cache_leaf();
 // An AMD CPU whose CPUID leaf 0x8000001D reads zero for the L1 data cache or the L2.
 bool amd_cache_leaf_zeroed();
 // Whether tfpin's answer replaces oneDNN's: oneDNN 3.2 or later, the leaf zeroed, and not

@@ -41,8 +41,7 @@ LibraryVersion onednn_build_version() {
 }
 
 std::string onednn_unusable_reason() {
-  const LibraryVersion v = onednn_runtime_version();
-  if (v.major < 3 || (v.major == 3 && v.minor < 2)) return {};
+  if (!detail::onednn_reads_amd_cache_leaf()) return {};
   static const bool zeroed = detail::amd_cache_leaf_zeroed();
   if (!zeroed) return {};
   // tfpin answers oneDNN's cache-size queries itself there (onednn_cache_sizes.hpp), unless
@@ -58,7 +57,7 @@ std::string onednn_unusable_reason() {
       "kernels for 1-byte caches, which crash (SIGFPE) or compute wrong results; tfpin supplies "
       "them where it can, but not here ({}). Use a tfpin built with oneDNN 2.x, run on bare "
       "metal, or have the hypervisor expose that leaf",
-      v.text(), not_supplied);
+      onednn_runtime_version().text(), not_supplied);
 }
 
 bool onednn_offers_winograd() {

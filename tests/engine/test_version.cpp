@@ -67,7 +67,7 @@ TEST(OneDnnUsable, RuntimeRefusesWhereOneDnnCannotRun) {
   const Status created = Runtime::create(g, CompileOptions{}, &rt);
   const std::string why = onednn_unusable_reason();
   const LibraryVersion v = onednn_runtime_version();
-  if (v.major < 3 || (v.major == 3 && v.minor < 2)) {
+  if (!detail::onednn_reads_amd_cache_leaf()) {
     EXPECT_EQ(why, "") << "oneDNN " << v.text() << " guesses cache sizes where CPUID has none";
   }
   if (why.empty()) {
@@ -85,10 +85,7 @@ TEST(OneDnnUsable, RuntimeRefusesWhereOneDnnCannotRun) {
 
 // tfpin answers oneDNN's cache-size query (onednn_cache_sizes.hpp): with the operating system's
 // figures where oneDNN >= 3.2 would read a zeroed CPUID leaf, with oneDNN's own answer elsewhere.
-bool onednn_reads_the_leaf() {
-  const LibraryVersion v = onednn_runtime_version();
-  return v.major > 3 || (v.major == 3 && v.minor >= 2);
-}
+bool onednn_reads_the_leaf() { return detail::onednn_reads_amd_cache_leaf(); }
 
 TEST(OneDnnCacheSizes, SystemFiguresArePlausible) {
   for (int level : {1, 2, 3}) {

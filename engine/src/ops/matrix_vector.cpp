@@ -217,7 +217,8 @@ void lower_matrix_vector(Lowering& l, int node) {
   // Pack: chunk c, tile t0, block b of the chunk, input k of the tile in steps of 16, row r,
   // lane j <- w[4 b + r][k + j].
   const std::int64_t blocks = outputs / rows_per_block;
-  std::vector<float> packed(static_cast<std::size_t>(outputs * inputs));
+  const md_t flat({outputs * inputs}, dnnl::memory::data_type::f32, tag::x);
+  const auto [packed_buffer, packed] = l.new_constant(flat, weights.name + ":packed");
   const std::vector<float>& w = *weights.data;
   std::size_t at = 0;
   for (std::int64_t first = 0; first < blocks; first += blocks_per_chunk) {
@@ -234,8 +235,6 @@ void lower_matrix_vector(Lowering& l, int node) {
       }
     }
   }
-  const md_t flat({outputs * inputs}, dnnl::memory::data_type::f32, tag::x);
-  const int packed_buffer = l.constant_values(packed, flat, flat, weights.name + ":packed");
   // x in plain order (N, I or N, C, H, W row-major: the weights' input order).
   const md_t x_md = plain_md(xd, Layout::nchw);
   const int src = l.read_as(x, x_md);

@@ -186,21 +186,19 @@ void plan(PointwiseConvolution& conv) {
 }
 
 // K x C x taps weights into blocks of output channels: block k0 at k0 * taps * C, [tap][C][width].
-std::vector<float> pack_weights(const std::vector<float>& oihw, std::int64_t k_total,
-                                std::int64_t c_total, std::int64_t taps, std::int64_t full) {
-  std::vector<float> packed(static_cast<std::size_t>(k_total * c_total * taps));
+void pack_weights(const std::vector<float>& oihw, std::int64_t k_total, std::int64_t c_total,
+                  std::int64_t taps, std::int64_t full, float* packed) {
   for (std::int64_t k0 = 0; k0 < k_total; k0 += full) {
     const std::int64_t width = std::min(full, k_total - k0);
     for (std::int64_t t = 0; t < taps; ++t) {
       for (std::int64_t c = 0; c < c_total; ++c) {
         for (std::int64_t j = 0; j < width; ++j) {
-          packed[static_cast<std::size_t>(k0 * c_total * taps + (t * c_total + c) * width + j)] =
+          packed[k0 * c_total * taps + (t * c_total + c) * width + j] =
               oihw[static_cast<std::size_t>(((k0 + j) * c_total + c) * taps + t)];
         }
       }
     }
   }
-  return packed;
 }
 
 // Both alternatives: tfpin_1x1 (kernel 1 x 1, no padding) and tfpin_direct (larger kernels,
@@ -263,13 +261,12 @@ bool add_alternative(Lowering& l, const Node& n, const std::string& name, Step& 
   const std::int64_t taps = kernel_h * kernel_w;
   const md_t packed_md({out[1] * in[1] * taps}, dnnl::memory::data_type::f32, tag::x);
   const char* prefix = pointwise ? pointwise_prefix : direct_prefix;
+  const auto [packed_buffer, packed] =
+      l.new_constant(packed_md, fmt::format("{}:{}_weights", name, prefix));
+  pack_weights(oihw, out[1], in[1], taps, conv->block_width(), packed);
   Alternative alt;
   alt.args = step.args;
-  alt.args[1] =
-      Arg::in(DNNL_ARG_WEIGHTS,
-              l.constant_values(pack_weights(oihw, out[1], in[1], taps, conv->block_width()),
-                                packed_md, packed_md, fmt::format("{}:{}_weights", name, prefix)),
-              packed_md);
+  alt.args[1] = Arg::in(DNNL_ARG_WEIGHTS, packed_buffer, packed_md);
   alt.impl = fmt::format("{}:{}", prefix, block == 16 ? "avx512" : "avx2");
   alt.scratchpad_bytes = conv->scratch_bytes();
   alt.kernel = [conv](const KernelCall& call) {
