@@ -168,8 +168,9 @@ Lowering::NewConstant Lowering::new_constant(const md_t& md, std::string name) {
   if (!b.owned) throw std::bad_alloc();
   auto* data = reinterpret_cast<float*>(b.owned.get());
   // The engine's tests set TFPIN_TEST_POISON_WEIGHTS: every element a packing leaves unwritten
-  // is then a NaN that reaches the outputs they compare (deterministic, unlike MALLOC_PERTURB_,
-  // which cannot reach fresh mmap'd pages and tripled the whole-model suites' time).
+  // is then a NaN, which reaches the outputs they compare unless a fused ReLU turns it into 0
+  // (deterministic, unlike MALLOC_PERTURB_, which cannot reach fresh mmap'd pages and tripled
+  // the whole-model suites' time).
   static const bool poison = std::getenv("TFPIN_TEST_POISON_WEIGHTS") != nullptr;
   if (poison) {
     std::fill_n(data, b.bytes / sizeof(float), std::numeric_limits<float>::quiet_NaN());

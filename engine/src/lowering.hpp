@@ -200,10 +200,10 @@ class Lowering {
   // A weights buffer of md's size, uninitialised, for a kernel's own packing to fill in place at
   // compile time (no intermediate vector: VGG16's packed weights are hundreds of MB per tile).
   struct NewConstant {
-    int buffer;
-    float* data;
+    int buffer = -1;
+    float* data = nullptr;
   };
-  NewConstant new_constant(const md_t& md, std::string name);
+  [[nodiscard]] NewConstant new_constant(const md_t& md, std::string name);
   void define(int v, const md_t& md, int buffer);
 
   // Training ----------------------------------------------------------------------------------

@@ -87,6 +87,12 @@ TEST(OneDnnUsable, RuntimeRefusesWhereOneDnnCannotRun) {
 // figures where oneDNN >= 3.2 would read a zeroed CPUID leaf, with oneDNN's own answer elsewhere.
 bool onednn_reads_the_leaf() { return detail::onednn_reads_amd_cache_leaf(); }
 
+// The gate itself, against the release that started reading the leaf alone (oneDNN 3.2).
+TEST(OneDnnCacheSizes, GateIsOneDnnThreeTwoOrLater) {
+  const LibraryVersion v = onednn_runtime_version();
+  EXPECT_EQ(onednn_reads_the_leaf(), v.major > 3 || (v.major == 3 && v.minor >= 2)) << v.text();
+}
+
 TEST(OneDnnCacheSizes, SystemFiguresArePlausible) {
   for (int level : {1, 2, 3}) {
     const unsigned bytes = detail::os_cache_size(level);

@@ -342,12 +342,24 @@ void transform_weights(const std::vector<float>& oihw, std::int64_t k_total, std
   // F(2x2) and F(4x4) of 3x3 (5 and 9 rows).
   const int shape = alpha * 10 + r;
   switch (shape) {
-    case 43: return transform_weights<4, 3>(oihw, k_total, c_total, block_width, g, u);
-    case 53: return transform_weights<5, 3>(oihw, k_total, c_total, block_width, g, u);
-    case 63: return transform_weights<6, 3>(oihw, k_total, c_total, block_width, g, u);
-    case 83: return transform_weights<8, 3>(oihw, k_total, c_total, block_width, g, u);
-    case 93: return transform_weights<9, 3>(oihw, k_total, c_total, block_width, g, u);
-    case 85: return transform_weights<8, 5>(oihw, k_total, c_total, block_width, g, u);
+    case 43:
+      transform_weights<4, 3>(oihw, k_total, c_total, block_width, g, u);
+      break;
+    case 53:
+      transform_weights<5, 3>(oihw, k_total, c_total, block_width, g, u);
+      break;
+    case 63:
+      transform_weights<6, 3>(oihw, k_total, c_total, block_width, g, u);
+      break;
+    case 83:
+      transform_weights<8, 3>(oihw, k_total, c_total, block_width, g, u);
+      break;
+    case 93:
+      transform_weights<9, 3>(oihw, k_total, c_total, block_width, g, u);
+      break;
+    case 85:
+      transform_weights<8, 5>(oihw, k_total, c_total, block_width, g, u);
+      break;
     default:
       throw std::logic_error(fmt::format("no Winograd weight transform of {} rows and {} taps",
                                          alpha, r));
