@@ -340,30 +340,26 @@ void transform_weights(const std::vector<float>& oihw, std::int64_t k_total, std
                        std::int64_t block_width, const WeightMatrix& g, int alpha, int r, float* u) {
   // Every G the kernels have: F(2x2), F(4x4), F(6x6), F(7x7) of 3x3, F(4x4, 5x5), and stride 2's
   // F(2x2) and F(4x4) of 3x3 (5 and 9 rows).
-  const int shape = alpha * 10 + r;
-  switch (shape) {
-    case 43:
-      transform_weights<4, 3>(oihw, k_total, c_total, block_width, g, u);
-      break;
-    case 53:
-      transform_weights<5, 3>(oihw, k_total, c_total, block_width, g, u);
-      break;
-    case 63:
-      transform_weights<6, 3>(oihw, k_total, c_total, block_width, g, u);
-      break;
-    case 83:
-      transform_weights<8, 3>(oihw, k_total, c_total, block_width, g, u);
-      break;
-    case 93:
-      transform_weights<9, 3>(oihw, k_total, c_total, block_width, g, u);
-      break;
-    case 85:
-      transform_weights<8, 5>(oihw, k_total, c_total, block_width, g, u);
-      break;
-    default:
-      throw std::logic_error(fmt::format("no Winograd weight transform of {} rows and {} taps",
-                                         alpha, r));
+  using Transform = void (*)(const std::vector<float>&, std::int64_t, std::int64_t, std::int64_t,
+                             const WeightMatrix&, float*);
+  struct Shape {
+    int alpha;
+    int r;
+    Transform transform;
+  };
+  static constexpr Shape shapes[] = {
+      {4, 3, &transform_weights<4, 3>}, {5, 3, &transform_weights<5, 3>},
+      {6, 3, &transform_weights<6, 3>}, {8, 3, &transform_weights<8, 3>},
+      {9, 3, &transform_weights<9, 3>}, {8, 5, &transform_weights<8, 5>},
+  };
+  for (const Shape& shape : shapes) {
+    if (shape.alpha == alpha && shape.r == r) {
+      shape.transform(oihw, k_total, c_total, block_width, g, u);
+      return;
+    }
   }
+  throw std::logic_error(
+      fmt::format("no Winograd weight transform of {} rows and {} taps", alpha, r));
 }
 
 // The square kernels' G: F(tile x tile, kernel_size x kernel_size).
