@@ -13,6 +13,10 @@ namespace tfpin::engine::detail {
 namespace {
 
 constexpr int rows = 6;  // output pixels per micro-kernel call
+// How far ahead of a call the first block of output channels fetches its input: that block reads
+// each pixel from memory, the later ones find it in L2. 12 pixels (two calls) ran batch 32's 1x1
+// layers of ResNet-50 3-7% faster on Zen 5 than no fetch (24 and 48 no better).
+constexpr int input_prefetch_pixels = 12;
 
 // height output pixels x (vectors * floats) output channels: the sum over c_blocks blocks of input
 // channels of a pixel's channel (broadcast) times a row of the packed weights (vectors). Pixel r's
@@ -22,21 +26,32 @@ constexpr int rows = 6;  // output pixels per micro-kernel call
 // the residual, a leading sum op), later ones from the partial sums in dst; the last applies the
 // ReLU. While it runs it asks for its share of `next` (the weights of the pass after this one, in
 // c_blocks slices of next_slice_lines cache lines; of each slice lines first_row, first_row +
-// every, ...) to be brought into L1 (prefetcht0) where it has room for both passes, else into L2.
+// every, ...) to be brought into L1 (prefetcht0) where it has room for both passes, else into L2;
+// with stream_input, also the input input_prefetch_pixels pixels ahead.
 template <int vectors, int height>
 void pixel_rows(const float* const (&a)[rows], const std::int64_t* block_offsets,
                 std::int64_t c_blocks, const float* b, std::int64_t width, float* const (&c)[rows],
                 std::int64_t c_vector_stride, const float* bias, bool first_pass, bool last_pass,
                 bool residual, bool relu, const float* next, std::int64_t next_slice_lines,
-                bool next_to_l1, int first_row, int every) {
+                bool next_to_l1, int first_row, int every, bool stream_input) {
+  // The residual (in dst before the first pass) is added after the products, not loaded into the
+  // accumulators first: its lines come from memory, and the FMAs would wait for them. Asked for
+  // now, they arrive while the FMAs run. (Earlier passes' sums, in cache, start the sums.)
+  const bool late_residual = first_pass && residual;
+  if (late_residual) {
+#pragma GCC unroll 8
+    for (int k = 0; k < vectors; ++k) {
+#pragma GCC unroll 8
+      for (int r = 0; r < height; ++r) __builtin_prefetch(c[r] + k * c_vector_stride, 1, 3);
+    }
+  }
   vec acc[height][vectors];
 #pragma GCC unroll 8
   for (int k = 0; k < vectors; ++k) {
     const vec shift = first_pass && bias != nullptr ? load(bias + k * floats) : vec{};
 #pragma GCC unroll 8
     for (int r = 0; r < height; ++r) {
-      const float* out = c[r] + k * c_vector_stride;
-      acc[r][k] = first_pass ? (residual ? shift + load(out) : shift) : load(out);
+      acc[r][k] = first_pass ? shift : load(c[r] + k * c_vector_stride);
     }
   }
   constexpr int line_floats = 64 / sizeof(float);
@@ -44,6 +59,12 @@ void pixel_rows(const float* const (&a)[rows], const std::int64_t* block_offsets
   for (std::int64_t cb = 0; cb < c_blocks; ++cb) {
     const std::int64_t offset = block_offsets[cb];
     const float* block = b + cb * floats * width;
+    if (stream_input) {
+#pragma GCC unroll 8
+      for (int r = 0; r < height; ++r) {
+        __builtin_prefetch(a[0] + offset + (input_prefetch_pixels + r) * floats, 0, 3);
+      }
+    }
     for (std::int64_t line = first_row; line < next_lines; line += every) {
       const float* at = next + (cb * next_slice_lines + line) * line_floats;
       if (next_to_l1) {
@@ -70,6 +91,7 @@ void pixel_rows(const float* const (&a)[rows], const std::int64_t* block_offsets
 #pragma GCC unroll 8
     for (int r = 0; r < height; ++r) {
       vec y = acc[r][k];
+      if (late_residual) y += load(c[r] + k * c_vector_stride);
       if (last_pass && relu) y = y > vec{} ? y : vec{};
       store(c[r] + k * c_vector_stride, y);
     }
@@ -85,7 +107,7 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* b,
                    const WinogradOutputOps& ops, std::int64_t first, std::int64_t end,
                    std::int64_t k0, const std::int64_t* block_offsets, std::int64_t c_blocks,
                    bool first_pass, bool last_pass, const float* next, std::int64_t next_floats,
-                   bool next_to_l1, float* dst) {
+                   bool next_to_l1, bool stream_input, float* dst) {
   if (end <= first) return;
   const std::int64_t c_total = l.in_channels;
   const std::int64_t out_pixels = l.out_height * l.out_width;
@@ -144,7 +166,7 @@ void channel_block(const PointwiseLayer& l, const float* src, const float* b,
     auto rows_of = [&]<int height>() {
       pixel_rows<vectors, height>(a, block_offsets, c_blocks, b, width, c, out_plane, bias,
                                   first_pass, last_pass, residual, relu, next, next_slice_lines,
-                                  next_to_l1, call, calls);
+                                  next_to_l1, call, calls, stream_input);
     };
     switch (count) {
       case 1:
@@ -220,7 +242,7 @@ void run(const PointwiseLayer& l, const float* src, const float* packed,
       auto block_of = [&]<int vectors>() {
         channel_block<vectors>(l, src, b, ops, first, end, k0, block_offsets, c_blocks,
                                r_begin == 0, r_end == reduction, next, next_floats, next_to_l1,
-                               dst);
+                               k0 == k_begin, dst);
       };
       switch (width / floats) {
         case 1:
