@@ -22,12 +22,13 @@ constexpr int input_prefetch_pixels = 12;
 // channels of a pixel's channel (broadcast) times a row of the packed weights (vectors). Pixel r's
 // block cb starts at a[r] + block_offsets[cb] (the nChw{V}c plane of the block's channels, from
 // the block's tap on); the weights' row c at b + c * width; output vector k of pixel r at
-// c[r] + k * c_vector_stride. The first pass over the input channels starts from the bias (and
-// the residual, a leading sum op), later ones from the partial sums in dst; the last applies the
-// ReLU. While it runs it asks for its share of `next` (the weights of the pass after this one, in
-// c_blocks slices of next_slice_lines cache lines; of each slice lines first_row, first_row +
-// every, ...) to be brought into L1 (prefetcht0) where it has room for both passes, else into L2;
-// with stream_input, also the input input_prefetch_pixels pixels ahead.
+// c[r] + k * c_vector_stride. The first pass over the input channels starts from the bias and
+// adds the residual (a leading sum op) after the products, later ones start from the partial sums
+// in dst; the last applies the ReLU. While it runs it asks for its share of `next` (the weights
+// of the pass after this one, in c_blocks slices of next_slice_lines cache lines; of each slice
+// lines first_row, first_row + every, ...) to be brought into L1 (prefetcht0) where it has room
+// for both passes, else into L2; with stream_input, also the input input_prefetch_pixels pixels
+// ahead.
 template <int vectors, int height>
 void pixel_rows(const float* const (&a)[rows], const std::int64_t* block_offsets,
                 std::int64_t c_blocks, const float* b, std::int64_t width, float* const (&c)[rows],
