@@ -7,9 +7,13 @@
                         asks for a narrower one, e.g. the ymm peak of an AVX-512 CPU
   fma_peak()            GFLOP/s of N cores running FMAs flat out, and the vector it used
   memory_bandwidth()    STREAM-like triad and read-only GB/s of N cores, and the vector it used
+  cross_core()          what data costs between two cores: a cache line's one-way trip, and GB/s
+                        reading a buffer the other core has just written against one this core
+                        wrote (far apart when the cores share no L3: a VM's vCPUs may not)
   openblas_coretype()   OPENBLAS_CORETYPE for a peer whose OpenBLAS does not know this CPU
 
-Run alone it prints all of it: bench/machine.py [--threads 1,2] [--bandwidth] [--openblas]
+Run alone it prints all of it: bench/machine.py [--threads 1,2] [--bandwidth] [--cross-core]
+[--openblas]
 """
 import argparse
 import json
@@ -234,6 +238,97 @@ int main() {
 """
 
 
+CROSS_CORE_PROBE = r"""
+#include <pthread.h>
+#include <sched.h>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <algorithm>
+// Two threads pinned to the two CPUs given: a counter bounced between them (one cache line, each
+// write waits for the other core's), then 20 rounds per size of one core writing a buffer and the
+// other reading it, and the reader reading a buffer it wrote itself. Best of the rounds.
+static int cpus[2];
+static void pin(int which) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus[which], &set);
+  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
+    std::fprintf(stderr, "cannot pin to CPU %d\n", cpus[which]);
+    std::exit(1);
+  }
+}
+static double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+alignas(64) static std::atomic<long> ball{0};
+alignas(64) static std::atomic<long> phase{0};
+static const long trips = 100000;
+static float* buffer;
+static long floats;
+static void* other(void*) {
+  pin(1);
+  for (long i = 0; i < trips; ++i) {
+    while (ball.load(std::memory_order_acquire) != 2 * i + 1) {}
+    ball.store(2 * i + 2, std::memory_order_release);
+  }
+  for (long r = 0;; ++r) {  // writes the buffer on even phases; -1 ends
+    long p;
+    while ((p = phase.load(std::memory_order_acquire)) != 2 * r && p != -1) {}
+    if (p == -1) return nullptr;
+    for (long i = 0; i < floats; ++i) buffer[i] = float(i + r);
+    phase.store(2 * r + 1, std::memory_order_release);
+  }
+}
+static float read_all(const float* b, long n) {
+  vec s0 = vset1(0), s1 = s0, s2 = s0, s3 = s0;
+  for (long i = 0; i < n; i += 4 * LANES) {
+    s0 = vadd(s0, vload(b + i));
+    s1 = vadd(s1, vload(b + i + LANES));
+    s2 = vadd(s2, vload(b + i + 2 * LANES));
+    s3 = vadd(s3, vload(b + i + 3 * LANES));
+  }
+  return vsum(vadd(vadd(s0, s1), vadd(s2, s3)));
+}
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  cpus[0] = std::atoi(argv[1]);
+  cpus[1] = std::atoi(argv[2]);
+  const long bytes = 1L << 20;  // 1 MiB: a core's L2 or less, what a layer hands the next
+  floats = bytes / 4;
+  buffer = static_cast<float*>(std::aligned_alloc(64, bytes));
+  float* own = static_cast<float*>(std::aligned_alloc(64, bytes));
+  std::memset(buffer, 0, bytes);
+  pin(0);
+  pthread_t thread;
+  if (pthread_create(&thread, nullptr, other, nullptr) != 0) return 1;
+  double t = now();
+  for (long i = 0; i < trips; ++i) {
+    ball.store(2 * i + 1, std::memory_order_release);
+    while (ball.load(std::memory_order_acquire) != 2 * i + 2) {}
+  }
+  const double one_way_ns = (now() - t) / trips / 2 * 1e9;
+  double theirs = 1e30, mine = 1e30;
+  float sink = 0;
+  for (long r = 0; r < 20; ++r) {
+    while (phase.load(std::memory_order_acquire) != 2 * r + 1) {}
+    t = now();
+    sink += read_all(buffer, floats);
+    theirs = std::min(theirs, now() - t);
+    for (long i = 0; i < floats; ++i) own[i] = float(i + r);
+    t = now();
+    sink += read_all(own, floats);
+    mine = std::min(mine, now() - t);
+    phase.store(r + 1 < 20 ? 2 * r + 2 : -1, std::memory_order_release);
+  }
+  pthread_join(thread, nullptr);
+  std::printf("%.1f %.2f %.2f %g\n", one_way_ns, bytes / theirs / 1e9, bytes / mine / 1e9, sink);
+}
+"""
+
+
 class Peak(NamedTuple):
     gflops: Optional[float]  # None: not measured, `note` says why
     isa: Optional[str]       # the vector the probe ran on, e.g. "zmm, AVX-512F"
@@ -306,6 +401,35 @@ def memory_bandwidth(threads, workdir, isa=None):
     triad, read, triad_median, read_median, register, _ = out.split()
     assert register == isa.register, f"probe built for {isa.register} ran on {register}"
     return Bandwidth(float(triad), float(read), isa.label, float(triad_median), float(read_median))
+
+
+class CrossCore(NamedTuple):
+    cpus: tuple        # the two CPUs
+    one_way_ns: float  # a cache line from one core to the other (half a round trip)
+    theirs: float      # GB/s reading 1 MiB the other core has just written
+    mine: float        # GB/s reading 1 MiB this core has just written
+
+    def __str__(self):
+        return (f"CPUs {self.cpus[0]} and {self.cpus[1]}: a cache line one way {self.one_way_ns:.0f} ns; "
+                f"reading 1 MiB the other core wrote {self.theirs:.1f} GB/s, one this core wrote "
+                f"{self.mine:.1f} GB/s")
+
+
+def cross_core(workdir, isa=None):
+    """CrossCore of the first two allowed CPUs, or None with fewer than two."""
+    isa = isa or vector_isa()
+    cpus = allowed_cpus()[:2]
+    if len(cpus) < 2:
+        return None
+    try:
+        exe = compile_probe(CROSS_CORE_PROBE, isa, workdir, "cross_core", ["-pthread"])
+    except RuntimeError as e:
+        sys.exit(f"cross-core probe: {e}")
+    run = subprocess.run([str(exe), *map(str, cpus)], capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        sys.exit(f"cross-core probe failed: {run.stderr.strip()}")
+    one_way, theirs, mine, _ = run.stdout.split()
+    return CrossCore(tuple(cpus), float(one_way), float(theirs), float(mine))
 
 
 # OpenBLAS, loaded as the peer loads it: libblas.so.3 (Debian's PyTorch links it; OpenBLAS behind
@@ -393,6 +517,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", default="1", help="comma-separated thread counts of the FMA probe")
     p.add_argument("--bandwidth", action="store_true", help="also the memory bandwidth probe (2 s)")
+    p.add_argument("--cross-core", action="store_true",
+                   help="also what data costs between the first two allowed cores (1 s)")
     p.add_argument("--openblas", action="store_true",
                    help="also which core this python's OpenBLAS picks and whether the peers force one")
     args = p.parse_args()
@@ -407,6 +533,9 @@ def main():
             print(f"{len(allowed_cpus())} cores: triad {bw.triad:.1f} GB/s, read {bw.read:.1f} GB/s "
                   f"(best of the probe's rounds; medians {bw.triad_median:.1f} and {bw.read_median:.1f}) "
                   f"({bw.isa})")
+        if args.cross_core:
+            result = cross_core(tmp, isa)
+            print(f"cross-core: {result}" if result else "cross-core: needs two allowed CPUs")
     if args.openblas:
         print(f"openblas: {openblas_coretype([sys.executable], dict(os.environ)).message}")
 
