@@ -248,8 +248,8 @@ CROSS_CORE_PROBE = r"""
 #include <cstring>
 #include <algorithm>
 // Two threads pinned to the two CPUs given: a counter bounced between them (one cache line, each
-// write waits for the other core's), then 20 rounds per size of one core writing a buffer and the
-// other reading it, and the reader reading a buffer it wrote itself. Best of the rounds.
+// write waits for the other core's), then 20 rounds of one core writing 1 MiB and the other
+// reading it, and the reader reading 1 MiB it wrote itself. Best of the rounds.
 static int cpus[2];
 static void pin(int which) {
   cpu_set_t set;
@@ -425,7 +425,11 @@ def cross_core(workdir, isa=None):
         exe = compile_probe(CROSS_CORE_PROBE, isa, workdir, "cross_core", ["-pthread"])
     except RuntimeError as e:
         sys.exit(f"cross-core probe: {e}")
-    run = subprocess.run([str(exe), *map(str, cpus)], capture_output=True, text=True, timeout=120)
+    try:
+        run = subprocess.run([str(exe), *map(str, cpus)], capture_output=True, text=True,
+                             timeout=120)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"cross-core probe: no answer in 120 s (is CPU {cpus[1]} getting any time?)")
     if run.returncode != 0:
         sys.exit(f"cross-core probe failed: {run.stderr.strip()}")
     one_way, theirs, mine, _ = run.stdout.split()
